@@ -1,0 +1,403 @@
+"""The PTX syntax tree: a module, its functions, their bodies, instructions and operands.
+
+Every node keeps the exact source text it was parsed from (`text`) and the whitespace and comments
+in front of it (`lead`), so emitting a parsed module reproduces the file byte for byte. A node built
+in code (by a template or the synthetic engine) has no source text and is rendered from its fields.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+
+# --------------------------------------------------------------------------------------------------
+# Operands
+# --------------------------------------------------------------------------------------------------
+
+# Read-only special registers: they are not virtual registers, so they are never defined and are
+# left out of def/use sets (liveness over them would be meaningless).
+_SPECIAL_REGISTERS = frozenset(
+    """%tid %ntid %laneid %warpid %nwarpid %ctaid %nctaid %smid %nsmid %gridid %lanemask_eq
+    %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer
+    %globaltimer_lo %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size
+    %is_explicit_cluster %clusterid %nclusterid %cluster_ctaid %cluster_nctaid %cluster_ctarank
+    %cluster_nctarank %current_graph_exec""".split()
+)
+
+
+def is_special_register(name: str) -> bool:
+    base = name.split(".", 1)[0]
+    return (
+        base in _SPECIAL_REGISTERS
+        or base.startswith(("%envreg", "%pm", "%reserved_smem"))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reg:
+    """A register operand, `%r12`, `%tid.z`, or a negated predicate `!%p3`."""
+
+    name: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return ("!" if self.negated else "") + self.name
+
+    @property
+    def special(self) -> bool:
+        return is_special_register(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Imm:
+    """An immediate as written: decimal, hex, binary, `0f…` (f32 bits) or `0d…` (f64 bits)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def value(self) -> int | float:
+        t = self.text.rstrip("Uu")
+        if t[:2] in ("0f", "0F"):
+            return struct.unpack("<f", int(t[2:], 16).to_bytes(4, "little"))[0]
+        if t[:2] in ("0d", "0D"):
+            return struct.unpack("<d", int(t[2:], 16).to_bytes(8, "little"))[0]
+        try:
+            return int(t, 0)
+        except ValueError:
+            return float(t)
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    """A symbol: a parameter, global, label or function name, or `WARP_SZ`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """The `_` operand (a result that is discarded)."""
+
+    def __str__(self) -> str:
+        return "_"
+
+
+@dataclass(frozen=True, slots=True)
+class Vec:
+    """A vector operand `{a, b, c, d}`."""
+
+    items: tuple
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(map(str, self.items)) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two destinations written `d|p` (setp, shfl.sync, tex with a predicate)."""
+
+    first: "Operand"
+    second: "Operand"
+
+    def __str__(self) -> str:
+        return f"{self.first}|{self.second}"
+
+
+@dataclass(frozen=True, slots=True)
+class Addr:
+    """An address `[base+offset]`; `extra` holds what follows a comma (tex/sust coordinates)."""
+
+    base: "Reg | Sym | None"
+    offset: int = 0
+    extra: tuple = ()
+
+    def __str__(self) -> str:
+        if self.base is None:
+            inner = str(self.offset)
+        elif self.offset:
+            inner = f"{self.base}+{self.offset}"
+        else:
+            inner = str(self.base)
+        if self.extra:
+            inner += ", " + ", ".join(map(str, self.extra))
+        return f"[{inner}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Plist:
+    """A parenthesised list, as in `call (retval0), f, (param0, param1)`."""
+
+    items: tuple
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.items)) + ")"
+
+
+Operand = Union[Reg, Imm, Sym, Sink, Vec, Pair, Addr, Plist]
+
+
+def registers_in(op: Operand) -> Iterator[Reg]:
+    """Every register mentioned in an operand, including address bases and vector elements."""
+    if isinstance(op, Reg):
+        yield op
+    elif isinstance(op, (Vec, Plist)):
+        for item in op.items:
+            yield from registers_in(item)
+    elif isinstance(op, Pair):
+        yield from registers_in(op.first)
+        yield from registers_in(op.second)
+    elif isinstance(op, Addr):
+        if isinstance(op.base, Reg):
+            yield op.base
+        for item in op.extra:
+            yield from registers_in(item)
+
+
+# --------------------------------------------------------------------------------------------------
+# Statements of a body
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class Instruction:
+    """One instruction, however many physical lines it spans.
+
+    `text` is the source from the (optional) guard to the closing `;`. Operands are parsed on first
+    access, so scanning a module for its entries does not pay for them.
+    """
+
+    text: str | None
+    lead: str = ""
+    line: int = 0
+    _parsed: tuple | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, opcode: str, operands: list | tuple = (), guard: str | None = None,
+              lead: str = "\n\t") -> "Instruction":
+        ins = cls(text=None, lead=lead)
+        ins._parsed = (guard, opcode, tuple(operands))
+        return ins
+
+    def _parse(self) -> tuple:
+        if self._parsed is None:
+            from rr.ptx.operands import parse_instruction
+
+            self._parsed = parse_instruction(self.text)
+        return self._parsed
+
+    @property
+    def guard(self) -> str | None:
+        return self._parse()[0]
+
+    @property
+    def opcode(self) -> str:
+        return self._parse()[1]
+
+    @property
+    def operands(self) -> tuple:
+        return self._parse()[2]
+
+    def render(self) -> str:
+        if self.text is not None:
+            return self.text
+        guard, opcode, operands = self._parsed
+        head = f"@{guard} {opcode}" if guard else opcode
+        return head + ("\t" + ", ".join(map(str, operands)) if operands else "") + ";"
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append(self.render())
+
+
+@dataclass(slots=True, eq=False)
+class Label:
+    name: str
+    text: str
+    lead: str = ""
+    line: int = 0
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append(self.text)
+
+
+@dataclass(slots=True, eq=False)
+class Directive:
+    """A directive statement: `.reg`, `.shared`, `.local`, `.param`, `.pragma`, `.loc`, …
+
+    `kind` is the leading directive (`reg`, `loc`, …); the text is kept verbatim.
+    """
+
+    kind: str
+    text: str
+    lead: str = ""
+    line: int = 0
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append(self.text)
+
+    def register_names(self) -> list[str]:
+        """For a `.reg` declaration: the register names it declares (`%r<3>` → %r0, %r1, %r2)."""
+        if self.kind != "reg":
+            return []
+        from rr.ptx.operands import reg_decl_names
+
+        return reg_decl_names(self.text)
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    """A `{ … }` scope block inside a body (inline asm, call sequences)."""
+
+    items: list
+    lead: str = ""
+    tail: str = ""
+    line: int = 0
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append("{")
+        for item in self.items:
+            item.emit(out)
+        out.append(self.tail)
+        out.append("}")
+
+
+BodyItem = Union[Instruction, Label, Directive, Block]
+
+
+# --------------------------------------------------------------------------------------------------
+# Module level
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Param:
+    """One kernel or function parameter: `.param .align 8 .b8 name[136]`."""
+
+    name: str
+    space: str  # param or reg
+    type: str  # b8, u64, …
+    align: int | None = None
+    dims: tuple = ()
+    ptr: tuple = ()  # .ptr attributes: ('global', 'align 1')
+
+    @property
+    def size(self) -> int:
+        width = int("".join(c for c in self.type if c.isdigit()) or 0) // 8
+        if self.type == "pred":
+            width = 1
+        n = 1
+        for d in self.dims:
+            n *= d
+        return width * n
+
+
+@dataclass(slots=True, eq=False)
+class Function:
+    """A `.entry` or `.func`: header text kept verbatim, body parsed (None for a prototype)."""
+
+    kind: str  # entry or func
+    name: str
+    header: str  # from the first linkage directive up to, not including, '{' or ';'
+    params: list
+    returns: list
+    directives: dict  # performance directives: {'maxntid': (32, 1, 4), 'noreturn': ()}
+    body: list | None
+    lead: str = ""
+    tail: str = ""  # trivia before the closing '}' (or before ';' of a prototype)
+    line: int = 0
+    last_line: int = 0
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append(self.header)
+        if self.body is None:
+            out.append(self.tail)
+            out.append(";")
+            return
+        out.append("{")
+        for item in self.body:
+            item.emit(out)
+        out.append(self.tail)
+        out.append("}")
+
+    def instructions(self) -> Iterator[Instruction]:
+        """The statements of the body in textual order, scope blocks flattened (DESIGN §3)."""
+        stack = [iter(self.body or ())]
+        while stack:
+            for item in stack[-1]:
+                if type(item) is Instruction:
+                    yield item
+                elif type(item) is Block:
+                    stack.append(iter(item.items))
+                    break
+            else:
+                stack.pop()
+
+
+@dataclass(slots=True, eq=False)
+class TopLevel:
+    """Any other module-level item (`.version`, `.global …;`, `.section … { }`), verbatim."""
+
+    kind: str
+    text: str
+    lead: str = ""
+    line: int = 0
+
+    def emit(self, out: list) -> None:
+        out.append(self.lead)
+        out.append(self.text)
+
+
+@dataclass(slots=True, eq=False)
+class Module:
+    items: list
+    tail: str = ""
+    source: str = "<string>"
+
+    def emit(self) -> str:
+        out: list = []
+        for item in self.items:
+            item.emit(out)
+        out.append(self.tail)
+        return "".join(out)
+
+    def _directive(self, kind: str) -> str | None:
+        for item in self.items:
+            if isinstance(item, TopLevel) and item.kind == kind:
+                return item.text.split(None, 1)[1].strip() if " " in item.text or "\t" in item.text else ""
+        return None
+
+    @property
+    def version(self) -> str | None:
+        return self._directive("version")
+
+    @property
+    def target(self) -> str | None:
+        return self._directive("target")
+
+    @property
+    def functions(self) -> list[Function]:
+        return [i for i in self.items if isinstance(i, Function)]
+
+    @property
+    def entries(self) -> list[Function]:
+        return [f for f in self.functions if f.kind == "entry" and f.body is not None]
+
+    def function(self, name: str) -> Function:
+        """The function or entry of that name with a body; KeyError names those that exist."""
+        for f in self.functions:
+            if f.name == name and f.body is not None:
+                return f
+        known = ", ".join(f.name for f in self.functions if f.body is not None) or "none"
+        raise KeyError(f"{self.source}: no entry or function named {name!r} (defined: {known})")

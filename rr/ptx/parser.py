@@ -1,0 +1,289 @@
+"""A lossless PTX parser: text → `Module`, with `emit(parse(text)) == text` byte for byte.
+
+The parser works at statement granularity: it splits the module into items and each body into
+instructions, labels, directives and scope blocks with a handful of compiled regular expressions,
+keeping every byte (whitespace and comments go into the `lead` of the node that follows).
+Instruction operands are parsed lazily by `rr.ptx.operands`; `validate=True` parses them all now
+so that bad operands are reported as a `ParseError` at parse time.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rr.ptx.errors import ParseError
+from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
+
+_TRIVIA = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
+_DIRECTIVE = re.compile(r"\.([A-Za-z_]\w*)")
+# Directives that end at the end of their line rather than at ';'.
+_LINE_DIRECTIVES = frozenset({"version", "target", "address_size", "file", "loc"})
+_LINE_TEXT = re.compile(r"[^\n/]*(?:/(?![/*])[^\n/]*)*")
+# Up to ';' — comments and strings may hold ';' and are skipped as units.
+_TO_SEMI = re.compile(r'(?:[^;/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*")*;', re.S)
+# A function or declaration header: up to the first '{' or ';' outside parentheses.
+_HEADER = re.compile(r'(?:[^{};()/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*"|\([^()]*\))*', re.S)
+_LABEL = re.compile(r"[A-Za-z_$][\w$]*[ \t]*:(?!:)")
+_FUNC_NAME = re.compile(
+    r"\.(entry|func)\s*(?:\((?P<ret>[^()]*)\)\s*)?(?P<name>[A-Za-z_$][\w$]*)\s*(?:\((?P<params>[^()]*)\))?",
+    re.S,
+)
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_PERF = re.compile(
+    r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noreturn|maxclusterrank"
+    r"|reqnctapercluster|explicitcluster|blocksareclusters|abi_preserve\w*)\b([\s\d,]*)"
+)
+_PARAM = re.compile(
+    r"\.(?P<space>param|reg)\s+(?P<attrs>(?:\.\w+(?:\s+\d+)?\s+)*?)"
+    r"\.(?P<type>[busf]\d+|pred|b8|b16|b32|b64|b128)\s+"
+    r"(?P<ptr>(?:\.ptr(?:\s+\.\w+)*(?:\s+\.align\s+\d+)?\s+)?)"
+    r"(?P<name>[A-Za-z_$][\w$]*)\s*(?P<dims>(?:\[\s*\d*\s*\]\s*)*)",
+)
+
+
+def parse_file(path: str | Path, validate: bool = True) -> Module:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ParseError(f"not a text file (byte {e.start} is not UTF-8)", str(path)) from None
+    return parse(text, source=str(path), validate=validate)
+
+
+def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
+    module = _Parser(text, source).module()
+    if validate:
+        for f in module.functions:
+            if f.body is not None:
+                for ins in f.instructions():
+                    check_instruction(ins, text, source)
+    return module
+
+
+def check_instruction(ins: Instruction, text: str, source: str) -> None:
+    """Parse an instruction's operands now, reporting errors against the whole file."""
+    try:
+        ins.operands
+    except ParseError as e:
+        pos = _instruction_pos(ins, text) + getattr(e, "offset", 0)
+        raise ParseError.at(text, pos, e.message, source) from None
+
+
+def _instruction_pos(ins: Instruction, text: str) -> int:
+    # Offset of the instruction's first character: start of its line plus the lead's last line.
+    start = 0
+    for _ in range(ins.line - 1):
+        start = text.index("\n", start) + 1
+    return text.index(ins.text, start)
+
+
+def emit(module: Module) -> str:
+    return module.emit()
+
+
+class _Parser:
+    def __init__(self, text: str, source: str):
+        self.text = text
+        self.source = source
+        self.pos = 0
+        self.line = 1
+        self._counted = 0  # newlines are counted up to here
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def error(self, pos: int, message: str) -> ParseError:
+        return ParseError.at(self.text, pos, message, self.source)
+
+    def line_at(self, pos: int) -> int:
+        self.line += self.text.count("\n", self._counted, pos)
+        self._counted = pos
+        return self.line
+
+    def trivia(self) -> str:
+        m = _TRIVIA.match(self.text, self.pos)
+        self.pos = m.end()
+        if self.text.startswith("/*", self.pos):
+            raise self.error(self.pos, "unterminated /* comment")
+        return m.group()
+
+    def take(self, regex: re.Pattern, what: str) -> str:
+        m = regex.match(self.text, self.pos)
+        if m is None or m.end() == self.pos:
+            raise self.error(self.pos, f"expected {what}")
+        self.pos = m.end()
+        return m.group()
+
+    def line_directive(self) -> str:
+        m = _LINE_TEXT.match(self.text, self.pos)
+        text = m.group().rstrip(" \t\r")
+        self.pos += len(text)
+        return text
+
+    # -- module level --------------------------------------------------------------------------
+
+    def module(self) -> Module:
+        items = []
+        text = self.text
+        while True:
+            lead = self.trivia()
+            if self.pos >= len(text):
+                return Module(items, tail=lead, source=self.source)
+            start = self.pos
+            line = self.line_at(start)
+            d = _DIRECTIVE.match(text, start)
+            if d is None:
+                raise self.error(start, f"expected a directive at module level, got {text[start:start + 20].split()[0]!r}")
+            kind = d.group(1)
+            if kind in _LINE_DIRECTIVES:
+                items.append(TopLevel(kind, self.line_directive(), lead, line))
+            elif kind == "section":
+                items.append(TopLevel(kind, self.section(), lead, line))
+            else:
+                items.append(self.declaration_or_function(lead, line))
+
+    def section(self) -> str:
+        start = self.pos
+        brace = self.text.find("{", start)
+        if brace < 0:
+            raise self.error(start, "expected '{' after .section")
+        depth, i = 0, brace
+        for m in re.compile(r"[{}]|//[^\n]*|/\*.*?\*/", re.S).finditer(self.text, brace):
+            if m.group() == "{":
+                depth += 1
+            elif m.group() == "}":
+                depth -= 1
+                if depth == 0:
+                    i = m.end()
+                    break
+        else:
+            raise self.error(start, "unterminated .section block: no closing '}'")
+        self.pos = i
+        return self.text[start:i]
+
+    def declaration_or_function(self, lead: str, line: int):
+        text = self.text
+        start = self.pos
+        header = _HEADER.match(text, start).group()
+        end = start + len(header)
+        words = set(_DIRECTIVE.findall(_COMMENTS.sub(" ", header)))
+        is_function = "entry" in words or "func" in words
+        if end >= len(text):
+            raise self.error(start, "expected ';' or '{' to end this declaration")
+        if not is_function:
+            self.pos = start
+            decl = self.take(_TO_SEMI, "';' to end this declaration")
+            kind = next((w for w in _DIRECTIVE.findall(decl) if w not in _LINKAGE), "decl")
+            return TopLevel(kind, decl, lead, line)
+        f = self.function_header(header, start, lead, line)
+        self.pos = end
+        if text[end] == ";":
+            # A prototype: keep the header's trailing trivia apart so emit is exact.
+            stripped = header.rstrip()
+            f.header, f.tail = stripped, header[len(stripped):]
+            self.pos = end + 1
+            f.last_line = self.line_at(self.pos)
+            return f
+        if text[end] != "{":
+            raise self.error(end, f"expected '{{' to open the body of {f.name}")
+        self.pos = end + 1
+        f.body, f.tail = self.body(f.name)
+        f.last_line = self.line_at(self.pos)
+        return f
+
+    def function_header(self, header: str, start: int, lead: str, line: int) -> Function:
+        clean = _COMMENTS.sub(" ", header)
+        m = _FUNC_NAME.search(clean)
+        if m is None:
+            raise self.error(start, "malformed .entry/.func header: no name found")
+        params = _params(m.group("params") or "")
+        returns = _params(m.group("ret") or "")
+        directives = {}
+        for name, args in _PERF.findall(clean[m.end():]):
+            directives[name] = tuple(int(a) for a in re.findall(r"\d+", args))
+        return Function(m.group(1), m.group("name"), header, params, returns, directives, None, lead,
+                        line=line)
+
+    # -- bodies --------------------------------------------------------------------------------
+
+    def body(self, name: str) -> tuple[list, str]:
+        """Items of a body up to its closing '}', which is consumed; returns (items, tail)."""
+        text = self.text
+        n = len(text)
+        top: list = []
+        stack: list = []  # open Blocks
+        items = top
+        match_label = _LABEL.match
+        match_semi = _TO_SEMI.match
+        while True:
+            lead = self.trivia()
+            pos = self.pos
+            if pos >= n:
+                raise self.error(pos, f"end of file inside the body of {name}: missing '}}'")
+            c = text[pos]
+            if c == "}":
+                self.pos = pos + 1
+                if not stack:
+                    return top, lead
+                block = stack.pop()
+                block.tail = lead
+                items = stack[-1].items if stack else top
+                continue
+            line = self.line_at(pos)
+            if c == "{":
+                block = Block([], lead, line=line)
+                items.append(block)
+                stack.append(block)
+                items = block.items
+                self.pos = pos + 1
+                continue
+            if c == ".":
+                d = _DIRECTIVE.match(text, pos)
+                if d is None:
+                    raise self.error(pos, "expected a directive")
+                kind = d.group(1)
+                if kind in _LINE_DIRECTIVES:
+                    items.append(Directive(kind, self.line_directive(), lead, line))
+                else:
+                    m = match_semi(text, pos)
+                    if m is None:
+                        raise self.error(pos, f"missing ';' after .{kind}")
+                    self.pos = m.end()
+                    items.append(Directive(kind, m.group(), lead, line))
+                continue
+            m = match_label(text, pos)
+            if m is not None:
+                self.pos = m.end()
+                label = m.group()
+                items.append(Label(label[:-1].rstrip(), label, lead, line))
+                continue
+            if c == "@" or c.isalpha():
+                m = match_semi(text, pos)
+                if m is None:
+                    raise self.error(pos, "missing ';' at the end of this instruction")
+                self.pos = m.end()
+                items.append(Instruction(m.group(), lead, line))
+                continue
+            raise self.error(pos, f"unexpected {c!r} in the body of {name}")
+
+
+_LINKAGE = frozenset({"visible", "extern", "weak", "common", "align"})
+
+
+def _params(text: str) -> list[Param]:
+    params = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = _PARAM.match(part)
+        if m is None:
+            params.append(Param(name=part.split()[-1], space="param", type="b8"))
+            continue
+        align = re.search(r"\.align\s+(\d+)", m.group("attrs") or "")
+        dims = tuple(int(d or 0) for d in re.findall(r"\[\s*(\d*)\s*\]", m.group("dims") or ""))
+        ptr = tuple(p for p in re.findall(r"\.(global|shared|const|local|align\s+\d+)", m.group("ptr") or ""))
+        params.append(Param(m.group("name"), m.group("space"), m.group("type"),
+                            int(align.group(1)) if align else None, dims, ptr))
+    return params
+
