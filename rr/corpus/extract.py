@@ -16,9 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rr.corpus.fatbin import MAGIC, FatbinError, read_container
+from rr.corpus.fatbin import HEADER, MAGIC, FatbinError, read_container
 from rr.corpus.fnv import fnv1a64_hex
 from rr.io import write_parquet, write_text
+from rr.ptx import ParseError, parse
 
 _MAGIC_BYTES = MAGIC.to_bytes(4, "little")
 _VERSION = re.compile(rb"\.version[ \t]+\d+\.\d+")
@@ -76,10 +77,10 @@ def scan_bytes(data: bytes, source: str) -> Extraction:
             out.warnings.append(f"{source}: {e}; skipped")
             pos = data.find(_MAGIC_BYTES, pos + 1)
             continue
-        covered.append((pos, pos + container.size))
         for err in container.errors:
             out.warnings.append(f"{source}: {err}; entry skipped")
         for entry in container.entries:
+            covered.append((entry.offset, entry.end))
             if not entry.is_ptx:
                 continue
             try:
@@ -90,7 +91,9 @@ def scan_bytes(data: bytes, source: str) -> Extraction:
                 continue
             out.modules.append(FoundModule(text, source, entry.offset, "fatbin", entry.compression,
                                            entry.arch))
-        pos = data.find(_MAGIC_BYTES, pos + container.size)
+        # A damaged container's size cannot be trusted: look for the next magic right after it.
+        step = container.size if not container.errors else HEADER.size
+        pos = data.find(_MAGIC_BYTES, pos + step)
     for m in _VERSION.finditer(data):
         start = m.start()
         if any(a <= start < b for a, b in covered):
@@ -121,6 +124,12 @@ def _text_module(data: bytes, at: int, source: str, warnings: list) -> FoundModu
     if not _TARGET.search(text):
         warnings.append(f"{source}: '.version' at byte {at} has no '.target' after it; not a PTX "
                         "module, skipped")
+        return None
+    try:
+        parse(text, source=f"{source}@{start}", validate=False)
+    except ParseError as e:
+        warnings.append(f"{source}: text at byte {start} looks like PTX but does not parse ({e.message}, "
+                        f"module line {e.line}); skipped")
         return None
     return FoundModule(text, source, start, "text", "none")
 

@@ -46,6 +46,7 @@ class FatbinEntry:
     version: tuple  # (major, minor)
     flags: int
     offset: int  # byte offset of the entry header in the source
+    end: int  # byte offset just past its stored payload
     payload: bytes  # decompressed
 
     @property
@@ -99,7 +100,8 @@ def read_container(data: bytes | memoryview, offset: int) -> Container:
         raw = bytes(data[start:start + payload_size])
         try:
             payload = _decompress(raw, flags, compressed_size, decompressed_size, pos)
-            entries.append(FatbinEntry(kind, arch, (major, minor), flags, pos, payload))
+            entries.append(FatbinEntry(kind, arch, (major, minor), flags, pos,
+                                      start + payload_size, payload))
         except FatbinError as e:
             errors.append(e)
         pos = start + payload_size

@@ -1,0 +1,43 @@
+"""Shared fixtures: PTX made by nvcc at test time from the CUDA sources in tests/cuda/."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CUDA_DIR = Path(__file__).parent / "cuda"
+NVCC = shutil.which("nvcc")
+PTXAS = shutil.which("ptxas")
+
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH: install the CUDA toolkit "
+                                "(or the nvidia-cuda-nvcc wheel) to compile the test kernels")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH")
+
+
+@pytest.fixture(scope="session")
+def nvcc_ptx(tmp_path_factory):
+    """nvcc_ptx('mma_chain', '-DM_TILES=4') → Path of the PTX nvcc makes for tests/cuda/mma_chain.cu."""
+    if NVCC is None:
+        pytest.skip("nvcc is not on PATH: install the CUDA toolkit to compile the test kernels")
+    out_dir = tmp_path_factory.mktemp("nvcc")
+    cache: dict = {}
+
+    def build(name: str, *flags: str, arch: str = "sm_90") -> Path:
+        key = (name, flags, arch)
+        if key not in cache:
+            tag = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+            out = out_dir / f"{name}-{tag}.ptx"
+            subprocess.run([NVCC, "-ptx", f"-arch={arch}", *flags, str(CUDA_DIR / f"{name}.cu"),
+                            "-o", str(out)], check=True, capture_output=True)
+            cache[key] = out
+        return cache[key]
+
+    return build
+
+
+ALL_KERNELS = [("mma_chain", ()), ("tex_surf", ()), ("shuffles", ()), ("movmatrix", ()),
+               ("branches", ()), ("branches", ("-G",))]

@@ -1,0 +1,145 @@
+"""The PTX front end is lossless: emit(parse(text)) == text byte for byte, on nvcc's PTX and on
+hand-written PTX that uses every construct ptxas accepts, and the model it builds is right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ALL_KERNELS, PTXAS
+from rr.ptx import emit, parse, parse_file
+from rr.ptx.model import Addr, Imm, Instruction, Pair, Reg, Sym, Vec
+
+DATA = Path(__file__).parent / "data"
+KITCHEN_SINK = DATA / "kitchen_sink.ptx"
+
+
+@pytest.mark.parametrize("name,flags", ALL_KERNELS, ids=lambda v: v if isinstance(v, str) else " ".join(v) or "default")
+def test_nvcc_ptx_round_trips_exactly(nvcc_ptx, name, flags):
+    path = nvcc_ptx(name, *flags)
+    text = path.read_text()
+    assert emit(parse(text, str(path))) == text
+
+
+@pytest.mark.parametrize("name,flags", ALL_KERNELS, ids=lambda v: v if isinstance(v, str) else " ".join(v) or "default")
+def test_parse_print_parse_print_is_stable_after_rebuilding_every_instruction(nvcc_ptx, name, flags):
+    # Ocelot-style: rebuild each instruction from its parsed fields (no source text), print, parse
+    # again and print again. The two prints must agree, so the operand model loses nothing.
+    module = parse(nvcc_ptx(name, *flags).read_text())
+    for f in module.functions:
+        if f.body is not None:
+            for ins in f.instructions():
+                ins._parsed = (ins.guard, ins.opcode, ins.operands)
+                ins.text = None
+    first = emit(module)
+    second = emit(parse(first))
+    assert first == second
+    assert parse(first).functions[-1].name == module.functions[-1].name
+
+
+def test_kitchen_sink_is_accepted_by_ptxas(tmp_path):
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH")
+    import subprocess
+
+    r = subprocess.run([PTXAS, "-arch=sm_90", str(KITCHEN_SINK), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_kitchen_sink_round_trips_exactly():
+    text = KITCHEN_SINK.read_text()
+    assert emit(parse(text)) == text
+
+
+@pytest.mark.parametrize("variant", ["crlf", "no_final_newline", "leading_blank_lines", "tabs_to_spaces"])
+def test_whitespace_variants_round_trip(variant):
+    text = KITCHEN_SINK.read_text()
+    text = {
+        "crlf": lambda t: t.replace("\n", "\r\n"),
+        "no_final_newline": lambda t: t.rstrip("\n"),
+        "leading_blank_lines": lambda t: "\n\n\t\n" + t,
+        "tabs_to_spaces": lambda t: t.replace("\t", "    "),
+    }[variant](text)
+    assert emit(parse(text)) == text
+
+
+def test_module_header_and_declarations_are_recognised():
+    m = parse_file(KITCHEN_SINK)
+    assert (m.version, m.target) == ("8.7", "sm_90")
+    kinds = [getattr(i, "kind", None) for i in m.items]
+    assert kinds[:3] == ["version", "target", "address_size"]
+    assert "section" in kinds and "file" in kinds
+    assert [f.name for f in m.functions] == ["ext_helper", "cube", "abort_kernel",
+                                             "cuda_dldn_engine_swin_enc9_kernel"]
+    assert m.functions[0].body is None  # an .extern prototype
+    assert [f.name for f in m.entries] == ["cuda_dldn_engine_swin_enc9_kernel"]
+
+
+def test_entry_parameters_and_performance_directives():
+    entry = parse_file(KITCHEN_SINK).function("cuda_dldn_engine_swin_enc9_kernel")
+    block, ptr = entry.params
+    assert (block.type, block.align, block.dims, block.size) == ("b8", 8, (136,), 136)
+    assert (ptr.type, ptr.ptr, ptr.size) == ("u64", ("global", "align 16"), 8)
+    assert entry.directives == {"maxntid": (32, 1, 4), "minnctapersm": (1,)}
+    assert parse_file(KITCHEN_SINK).function("abort_kernel").directives == {"noreturn": ()}
+    cube = parse_file(KITCHEN_SINK).function("cube")
+    assert [p.name for p in cube.returns] == ["func_retval0"]
+
+
+def _instructions(name="cuda_dldn_engine_swin_enc9_kernel"):
+    return list(parse_file(KITCHEN_SINK).function(name).instructions())
+
+
+def test_operands_are_typed():
+    by_opcode = {}
+    for ins in _instructions():
+        by_opcode.setdefault(ins.opcode, ins)
+    ld = by_opcode["ld.param.v2.u16"]
+    assert ld.operands == (Vec((Reg("%rs1"), Reg("%rs2"))),
+                           Addr(Sym("cuda_dldn_engine_swin_enc9_kernel_param_0"), 80))
+    assert by_opcode["ld.param.u64"].operands[1] == Addr(Sym("cuda_dldn_engine_swin_enc9_kernel_param_0"), 40)
+    weak = by_opcode["ld.weak.global.ca.v4.u32"]
+    assert weak.operands[1] == Addr(Reg("%rd6"), 3264)
+    assert by_opcode["setp.lt.u32"].operands[0] == Pair(Reg("%p1"), Reg("%p2"))
+    assert by_opcode["shfl.sync.bfly.b32"].operands[0] == Pair(Reg("%r11"), Reg("%p3"))
+    mma = by_opcode["mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"]
+    assert [len(op.items) for op in mma.operands] == [2, 4, 2, 2]
+    assert by_opcode["bra"].guard == "!%p1"
+    assert by_opcode["bra"].operands == (Sym("$L__BB1_2"),)
+    assert by_opcode["st.global.v4.u32"].operands[1] == Vec(tuple(Reg(r) for r in ("%r12", "%r13", "%r14", "%r11")))
+
+
+def test_negative_address_offset_and_immediates():
+    ins = {i.opcode + str(n): i for n, i in enumerate(_instructions())}
+    offsets = [op.offset for i in ins.values() for op in i.operands if isinstance(op, Addr)]
+    assert -32 in offsets
+    imms = {op.text: op.value for i in ins.values() for op in i.operands if isinstance(op, Imm)}
+    assert imms["0f3C8CCB50"] == pytest.approx(0.017186790704727173)
+    assert imms["0dBFE1CC0000000000"] == -0.55615234375
+    assert imms["0x1F"] == 31
+    assert imms["-1"] == -1
+
+
+def test_texture_and_surface_addresses_carry_their_coordinates(nvcc_ptx):
+    module = parse_file(nvcc_ptx("tex_surf"))
+    ins = list(module.function("blur3").instructions())
+    tex = [i for i in ins if i.opcode.startswith("tex.")]
+    sust = [i for i in ins if i.opcode.startswith("sust.")]
+    assert len(tex) == 9 and len(sust) == 1
+    addr = tex[0].operands[1]
+    assert isinstance(addr.base, Reg) and isinstance(addr.extra[0], Vec) and len(addr.extra[0].items) == 2
+    assert isinstance(sust[0].operands[0], Addr) and len(sust[0].operands[1].items) == 4
+
+
+def test_built_instructions_render_as_ptx_that_parses_back():
+    ins = Instruction.build("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16",
+                            [Vec((Reg("%r1"), Reg("%r2"))), Vec(tuple(Reg(f"%r{i}") for i in range(3, 7))),
+                             Vec((Reg("%r7"), Reg("%r8"))), Vec((Reg("%r9"), Reg("%r9")))])
+    text = ins.render()
+    again = Instruction(text)
+    assert (again.guard, again.opcode, again.operands) == (None, ins.opcode, ins.operands)
+    guarded = Instruction.build("st.global.u32", [Addr(Reg("%rd1"), -8), Reg("%r1")], guard="!%p2")
+    assert guarded.render() == "@!%p2 st.global.u32\t[%rd1+-8], %r1;"
+    assert Instruction(guarded.render()).operands == guarded.operands
