@@ -5,6 +5,7 @@ and no output file."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -15,12 +16,20 @@ class UserError(Exception):
     """Bad input or arguments: printed without a traceback, exit status 2."""
 
 
-def _load(path: str):
+def _load(path: str, entry: str | None = None):
+    """Parse a PTX file; a corpus directory (from `rr extract`) resolves to the module of `entry`."""
+    from rr.corpus import find_entry
     from rr.ptx import parse_file
 
-    if not Path(path).is_file():
+    p = Path(path)
+    if p.is_dir() and (p / "index.parquet").is_file() and entry:
+        hits = [m for m, e in find_entry(p, f"^{re.escape(entry)}$")]
+        if not hits:
+            raise UserError(f"{path}: no module in this corpus defines entry {entry!r}")
+        p = hits[0]
+    elif not p.is_file():
         raise UserError(f"{path}: no such file")
-    return parse_file(path)
+    return parse_file(p), str(p)
 
 
 def _function(module, name: str):
@@ -33,7 +42,7 @@ def _function(module, name: str):
 def cmd_entries(args) -> int:
     from rr.ptx import linearise
 
-    module = _load(args.file)
+    module, _ = _load(args.file)
     rows = []
     for f in module.functions:
         if f.body is None:
@@ -53,7 +62,7 @@ def cmd_entries(args) -> int:
 def cmd_roundtrip(args) -> int:
     from rr.ptx import emit
 
-    module = _load(args.file)
+    module, _ = _load(args.file)
     original = Path(args.file).read_text(encoding="utf-8")
     out = emit(module)
     if out == original:
@@ -76,10 +85,10 @@ def cmd_linearise(args) -> int:
     from rr.io import write_parquet
     from rr.ptx import linearise, statements_table
 
-    module = _load(args.file)
+    module, source = _load(args.file, args.entry)
     f = _function(module, args.entry)
     statements = linearise(f)
-    write_parquet(args.output, statements_table(statements, f.name, args.file))
+    write_parquet(args.output, statements_table(statements, f.name, source))
     print(f"{args.output}: {len(statements)} statements of {f.name} "
           f"(lines {f.line}-{f.last_line})")
     return 0
@@ -108,6 +117,16 @@ def cmd_extract(args) -> int:
     return 0
 
 
+def cmd_sample_engine(args) -> int:
+    from rr.corpus.sample import sample_engine
+    from rr.io import write_bytes
+
+    data = sample_engine()
+    write_bytes(args.output, data)
+    print(f"{args.output}: sample engine binary, {len(data)} bytes")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rr", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"rr {__version__}")
@@ -123,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_roundtrip)
 
     s = sub.add_parser("linearise", help="write an entry's statements (sNNNN, lines, defs, uses)")
-    s.add_argument("file")
+    s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("-o", "--output", required=True, help="OUT.parquet")
     s.set_defaults(func=cmd_linearise)
@@ -133,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="corpus directory")
     s.add_argument("--find", metavar="PATTERN", help="print the module defining a matching entry")
     s.set_defaults(func=cmd_extract)
+
+    s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
+    s.add_argument("-o", "--output", required=True, help="engine binary to write")
+    s.set_defaults(func=cmd_sample_engine)
     return p
 
 

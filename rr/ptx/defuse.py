@@ -4,12 +4,17 @@ The rule of PTX is "destination first": the first operand is written, the rest a
 exceptions are what this module knows: instructions whose first operand is an address (stores,
 `sust`, `red`, `cp.async`, …) write no register; control and synchronisation instructions write
 none; `wgmma.mma_async` reads its accumulator as well as writing it; `call` writes the registers of
-its return list. A guard predicate is a use. Special registers (`%tid.x`, `%laneid`) are neither.
+its return list (its first, parenthesised operand). A guard predicate is a use. Special registers
+(`%tid.x`, `%laneid`) are neither.
+
+This runs on every statement of every kernel, so it works on the instruction text with a few
+compiled regular expressions instead of walking the typed operands; `tests/test_linearise.py`
+checks it against the operand model on nvcc's kernels.
 """
 
 from __future__ import annotations
 
-from rr.ptx.model import Instruction, Pair, Plist, Reg, Vec, registers_in
+import re
 
 # Opcode bases (text before the first '.') that never write a register operand.
 _NO_DEF = frozenset({
@@ -18,34 +23,55 @@ _NO_DEF = frozenset({
     "prefetchu", "stmatrix", "discard", "applypriority", "cp", "multimem", "brkpt",
 })
 
+# guard, opcode, first operand, the rest (up to the closing ';').
+_SHAPE = re.compile(
+    r"\s*(?:@(!?%[\w$.]+)\s+)?([A-Za-z][\w.:]*)\s*"
+    r"(\{[^{}]*\}(?:\s*\|\s*[^,;]*)?|\[[^\]]*\]|\([^()]*\)|[^,;]*)"
+    r"(.*);",
+    re.S,
+)
+# A virtual register. PTX identifiers have no '.', so the dotted special registers (%tid.x, …) are
+# skipped by the lookahead and the dot-free ones are removed with _SPECIAL below.
+_REGISTER = re.compile(r"%[\w$]+(?![\w$.])")
+_SPECIAL = frozenset(
+    """%laneid %warpid %nwarpid %smid %nsmid %gridid %lanemask_eq %lanemask_le %lanemask_lt
+    %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer %globaltimer_lo
+    %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size %is_explicit_cluster
+    %cluster_ctarank %cluster_nctarank %current_graph_exec %reserved_smem_offset_begin
+    %reserved_smem_offset_end %reserved_smem_offset_cap %reserved_smem_offset_0
+    %reserved_smem_offset_1""".split()
+    + [f"%envreg{i}" for i in range(32)] + [f"%pm{i}" for i in range(8)]
+    + [f"%pm{i}_64" for i in range(8)]
+)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
-def _names(ops) -> list[str]:
-    seen: dict[str, None] = {}
-    for op in ops:
-        for r in registers_in(op):
-            if not r.special:
-                seen.setdefault(r.name, None)
-    return list(seen)
+
+def defs_uses_parts(guard: str | None, opcode: str, dest: str | None, rest: str | None
+                    ) -> tuple[tuple, tuple]:
+    """(defs, uses) from an instruction split into guard, opcode, first operand and the rest;
+    register names in operand order without repeats, the guard's register first among the uses."""
+    base = opcode.partition(".")[0]
+    if not dest:
+        defs, uses = (), []
+    elif dest[0] == "[" or base in _NO_DEF:
+        defs, uses = (), _REGISTER.findall(dest + rest)
+    else:
+        defs = tuple(_REGISTER.findall(dest))
+        uses = _REGISTER.findall(dest + rest if base == "wgmma" else rest)
+    if guard:
+        uses.insert(0, guard.lstrip("!"))
+    uses = dict.fromkeys(uses)
+    if not _SPECIAL.isdisjoint(uses):
+        return defs, tuple(u for u in uses if u not in _SPECIAL)
+    return defs, tuple(uses)
 
 
-def defs_uses(ins: Instruction) -> tuple[list[str], list[str]]:
-    """(defs, uses) of one instruction as register names in operand order, without repeats."""
-    opcode = ins.opcode
-    ops = ins.operands
-    base = opcode.split(".", 1)[0]
-    guard = ins.guard
-    guard_uses = [guard.lstrip("!")] if guard else []
-    if base == "call":
-        # call[.uni] (rets), func, (args) — or call func, (args) with no return list.
-        if len(ops) >= 2 and isinstance(ops[0], Plist):
-            return _names(ops[:1]), guard_uses + _names(ops[1:])
-        return [], guard_uses + _names(ops)
-    if not ops or base in _NO_DEF or not isinstance(ops[0], (Reg, Vec, Pair)):
-        return [], guard_uses + _names(ops)
-    dest = ops[0]
-    defs = _names([dest])
-    uses = _names(ops[1:])
-    if opcode.startswith("wgmma.mma_async"):
-        uses = _names([dest]) + uses
-    return defs, guard_uses + uses
-
+def defs_uses_text(text: str) -> tuple[str | None, str, tuple, tuple]:
+    """(guard, opcode, defs, uses) of one instruction's text. The guard keeps its '!'."""
+    if "/" in text:
+        text = _COMMENT.sub(" ", text)
+    m = _SHAPE.match(text)
+    if m is None:
+        raise ValueError(f"not an instruction: {text!r}")
+    guard, opcode, dest, rest = m.groups()
+    return (guard, opcode) + defs_uses_parts(guard, opcode, dest, rest)

@@ -7,16 +7,14 @@ blocks count one each. `line` is the physical line of the instruction's first ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 
-from rr.ptx.defuse import defs_uses
 from rr.ptx.model import Block, Function, Instruction
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
+class Statement(NamedTuple):
     stmt: int
     line: int
     last_line: int
@@ -38,10 +36,10 @@ def linearise(function: Function) -> list[Statement]:
         for item in items:
             kind = type(item)
             if kind is Instruction:
-                text = item.render()
-                d, u = defs_uses(item)
+                text = item.text if item.text is not None else item.render()
+                guard, opcode, defs, uses = item._facts or item.facts()
                 out.append(Statement(len(out) + 1, item.line, item.line + text.count("\n"),
-                                     item.opcode, text, item.guard, tuple(d), tuple(u), scope, item))
+                                     opcode, text, guard, defs, uses, scope, item))
             elif kind is Block:
                 blocks += 1
                 walk(item.items, blocks)

@@ -7,6 +7,7 @@ in code (by a template or the synthetic engine) has no source text and is render
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Union
@@ -27,6 +28,7 @@ _SPECIAL_REGISTERS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def is_special_register(name: str) -> bool:
     base = name.split(".", 1)[0]
     return (
@@ -178,6 +180,7 @@ class Instruction:
     lead: str = ""
     line: int = 0
     _parsed: tuple | None = field(default=None, repr=False)
+    _facts: tuple | None = field(default=None, repr=False)  # (guard, opcode, defs, uses)
 
     @classmethod
     def build(cls, opcode: str, operands: list | tuple = (), guard: str | None = None,
@@ -204,6 +207,22 @@ class Instruction:
     @property
     def operands(self) -> tuple:
         return self._parse()[2]
+
+    def facts(self) -> tuple:
+        """(guard, opcode, defs, uses): what linearisation needs, without typed operands."""
+        if self._facts is None:
+            from rr.ptx.defuse import defs_uses_text
+
+            self._facts = defs_uses_text(self.render())
+        return self._facts
+
+    @property
+    def defs(self) -> tuple:
+        return self.facts()[2]
+
+    @property
+    def uses(self) -> tuple:
+        return self.facts()[3]
 
     def render(self) -> str:
         if self.text is not None:

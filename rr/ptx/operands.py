@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 import re
 
@@ -226,6 +227,30 @@ def eval_constant(text: str) -> int | float:
     return value(ast.parse(numbers, mode="eval").body)
 
 
+# The operand syntax NVVM writes, as one regular expression: an instruction that matches it is
+# well formed (the typed parser accepts everything it accepts), and its groups give the guard, the
+# opcode, the first operand and the rest. The parser matches it for every instruction as it scans
+# a body, so a whole module is validated and its defs/uses found without building operand objects.
+_R = r"%[\w$]+(?:\.[\w$]+)*"
+_N = r"[-+]?(?:" + _NUMBER + ")"
+_S = r"[A-Za-z_$][\w$]*(?:\.[\w$]+)*"
+_ATOM = rf"(?:!?{_R}|{_N}|{_S})"
+_VEC = rf"\{{\s*{_ATOM}(?:\s*,\s*{_ATOM})*\s*\}}"
+_ADDRESS = rf"\[\s*(?:{_R}|{_S})\s*(?:\+\s*-?(?:{_NUMBER}))?\s*(?:,\s*(?:{_VEC}|{_ATOM})\s*)*\]"
+_PLIST = rf"\(\s*(?:{_ATOM}(?:\s*,\s*{_ATOM})*)?\s*\)"
+_ONE = rf"(?:{_VEC}|{_ADDRESS}|{_PLIST}|{_ATOM})(?:\s*\|\s*{_ATOM})?"
+INSTRUCTION_PATTERN = (
+    rf"(?:@(?P<guard>!?{_R})\s+)?(?P<op>[A-Za-z][\w.:]*)"
+    rf"(?:\s+(?P<dest>{_ONE})(?P<rest>(?:\s*,\s*{_ONE})*))?\s*;"
+)
+_WELL_FORMED = re.compile(r"\s*" + INSTRUCTION_PATTERN)
+
+
+def is_well_formed(text: str) -> bool:
+    """True if the instruction text is in the common NVVM operand syntax (INSTRUCTION_PATTERN)."""
+    return _WELL_FORMED.fullmatch(text) is not None
+
+
 def parse_instruction(text: str) -> tuple:
     """(guard, opcode, operands) of an instruction's source text, which ends with ';'."""
     m = _HEAD.match(text)
@@ -234,12 +259,113 @@ def parse_instruction(text: str) -> tuple:
     guard, opcode = m.group(1), m.group(2)
     body_start = m.end()
     end = text.rindex(";")
-    toks = _tokens(text[body_start:end], body_start, text)
-    p = _Operands(toks, text)
-    operands = p.operand_list(None) if toks else ()
-    if p.i != len(toks):
-        raise p.fail("expected ',' or ';'")
+    body = text[body_start:end]
+    operands = _fast_operands(body)
+    if operands is None:
+        toks = _tokens(body, body_start, text)
+        p = _Operands(toks, text)
+        operands = p.operand_list(None) if toks else ()
+        if p.i != len(toks):
+            raise p.fail("expected ',' or ';'")
     return guard, opcode, operands
+
+
+# The fast path: NVVM's operands split at top-level commas and classified by their first character.
+# Anything it does not recognise exactly returns None, and the tokenising parser above (which
+# reports errors with positions) handles the instruction instead.
+_SPLIT = re.compile(r"(?:\{[^{}\[\]()]*\}|\[[^\[\]()]*\]|\([^()]*\)|[^,{}\[\]()])+")
+_REG = re.compile(r"%[\w$.]+")
+_SYM = re.compile(r"[A-Za-z_$][\w$]*(?:\.[\w$]+)*")
+_NUM = re.compile(_NUMBER)
+_SIGNED = re.compile(r"-?(?:" + _NUMBER + ")")
+_ADDR = re.compile(r"\s*(%[\w$.]+|[A-Za-z_$][\w$]*)?\s*(?:\+\s*(-?(?:" + _NUMBER + r")))?\s*")
+
+
+def _fast_operands(body: str) -> tuple | None:
+    body = body.strip()
+    if not body:
+        return ()
+    if "/" in body:
+        return None
+    if "{" in body or "[" in body or "(" in body:
+        parts = _SPLIT.findall(body)
+        if sum(map(len, parts)) + len(parts) - 1 != len(body):
+            return None
+    else:
+        parts = body.split(",")
+    out = []
+    for part in parts:
+        op = _fast_operand(part)
+        if op is None:
+            return None
+        out.append(op)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fast_operand(part: str):
+    # Operands are immutable, so equal operand texts (a register read many times, an A quad
+    # shared by several mma) share one parsed object.
+    part = part.strip()
+    if not part:
+        return None
+    c = part[0]
+    if c == "%":
+        if _REG.fullmatch(part):
+            return Reg(part)
+        if "|" in part:
+            a, _, b = part.partition("|")
+            a, b = a.strip(), b.strip()
+            if _REG.fullmatch(a) and _REG.fullmatch(b):
+                return Pair(Reg(a), Reg(b))
+        return None
+    if c == "{":
+        if part[-1] != "}":
+            return None
+        items = []
+        for item in part[1:-1].split(","):
+            item = item.strip()
+            if _REG.fullmatch(item):
+                items.append(Reg(item))
+            elif item == "_":
+                items.append(Sink())
+            elif _SIGNED.fullmatch(item):
+                items.append(Imm(item))
+            else:
+                return None
+        return Vec(tuple(items))
+    if c == "[":
+        if part[-1] != "]":
+            return None
+        inner = part[1:-1]
+        extra = ()
+        if "," in inner:
+            inner, _, rest = inner.partition(",")
+            extra = _fast_operands(rest)
+            if extra is None:
+                return None
+        m = _ADDR.fullmatch(inner)
+        if m is None or (m.group(1) is None and m.group(2) is None):
+            return None
+        base = m.group(1)
+        if base is not None:
+            base = Reg(base) if base[0] == "%" else Sym(base)
+        offset = int(Imm(m.group(2)).value) if m.group(2) else 0
+        if base is None:
+            return None
+        return Addr(base, offset, extra)
+    if c.isdigit() or c == "-":
+        if _SIGNED.fullmatch(part):
+            return Imm(part)
+        return None
+    if c == "!":
+        name = part[1:].strip()
+        return Reg(name, negated=True) if _REG.fullmatch(name) else None
+    if part == "_":
+        return Sink()
+    if _SYM.fullmatch(part):
+        return Sym(part)
+    return None
 
 
 _REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?")

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 from rr.ptx.errors import ParseError
+from rr.ptx.defuse import defs_uses_parts
+from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 
 _TRIVIA = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
@@ -57,12 +59,15 @@ def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
         for f in module.functions:
             if f.body is not None:
                 for ins in f.instructions():
-                    check_instruction(ins, text, source)
+                    if ins._facts is None:  # not matched by the operand grammar while scanning
+                        check_instruction(ins, text, source)
     return module
 
 
 def check_instruction(ins: Instruction, text: str, source: str) -> None:
     """Parse an instruction's operands now, reporting errors against the whole file."""
+    if ins.text is not None and is_well_formed(ins.text):
+        return
     try:
         ins.operands
     except ParseError as e:
@@ -209,62 +214,94 @@ class _Parser:
     def body(self, name: str) -> tuple[list, str]:
         """Items of a body up to its closing '}', which is consumed; returns (items, tail)."""
         text = self.text
-        n = len(text)
         top: list = []
         stack: list = []  # open Blocks
         items = top
-        match_label = _LABEL.match
-        match_semi = _TO_SEMI.match
+        line = self.line_at(self.pos)
+        pos = self.pos
+        match = _BODY_ITEM.match
         while True:
-            lead = self.trivia()
-            pos = self.pos
-            if pos >= n:
-                raise self.error(pos, f"end of file inside the body of {name}: missing '}}'")
-            c = text[pos]
-            if c == "}":
-                self.pos = pos + 1
+            m = match(text, pos)
+            kind = m.lastgroup
+            lead = m.group("lead")
+            line += lead.count("\n")
+            if kind == "ins":
+                # Well formed: guard, opcode, defs and uses straight from the match.
+                item, guard, opcode, dest, rest = m.group("ins", "guard", "op", "dest", "rest")
+                ins = Instruction(item, lead, line)
+                ins._facts = (guard, opcode) + defs_uses_parts(guard, opcode, dest, rest)
+                items.append(ins)
+            elif kind == "other":
+                item = m.group(kind)
+                if "/" in item and ("//" in item or "/*" in item):
+                    # A comment inside the instruction may hide a ';': re-take it carefully.
+                    careful = _TO_SEMI.match(text, m.start(kind))
+                    if careful is None:
+                        raise self.error(m.start(kind), "missing ';' at the end of this instruction")
+                    item = careful.group()
+                items.append(Instruction(item, lead, line))
+            elif kind == "close":
                 if not stack:
+                    self.pos = m.end()
+                    self.line, self._counted = line, m.end()
                     return top, lead
                 block = stack.pop()
                 block.tail = lead
                 items = stack[-1].items if stack else top
-                continue
-            line = self.line_at(pos)
-            if c == "{":
+                item = "}"
+            elif kind == "open":
                 block = Block([], lead, line=line)
                 items.append(block)
                 stack.append(block)
                 items = block.items
-                self.pos = pos + 1
-                continue
-            if c == ".":
-                d = _DIRECTIVE.match(text, pos)
-                if d is None:
-                    raise self.error(pos, "expected a directive")
-                kind = d.group(1)
-                if kind in _LINE_DIRECTIVES:
-                    items.append(Directive(kind, self.line_directive(), lead, line))
-                else:
-                    m = match_semi(text, pos)
-                    if m is None:
-                        raise self.error(pos, f"missing ';' after .{kind}")
-                    self.pos = m.end()
-                    items.append(Directive(kind, m.group(), lead, line))
-                continue
-            m = match_label(text, pos)
-            if m is not None:
-                self.pos = m.end()
-                label = m.group()
-                items.append(Label(label[:-1].rstrip(), label, lead, line))
-                continue
-            if c == "@" or c.isalpha():
-                m = match_semi(text, pos)
-                if m is None:
-                    raise self.error(pos, "missing ';' at the end of this instruction")
-                self.pos = m.end()
-                items.append(Instruction(m.group(), lead, line))
-                continue
-            raise self.error(pos, f"unexpected {c!r} in the body of {name}")
+                item = "{"
+            elif kind == "label":
+                item = m.group(kind)
+                items.append(Label(item[:-1].rstrip(), item, lead, line))
+            elif kind == "ldir" or kind == "dir":
+                item = m.group(kind)
+                if kind == "dir" and "/" in item and ("//" in item or "/*" in item):
+                    careful = _TO_SEMI.match(text, m.start(kind))
+                    if careful is None:
+                        raise self.error(m.start(kind), "missing ';' after this directive")
+                    item = careful.group()
+                if kind == "ldir":
+                    item = item.rstrip(" \t\r")
+                items.append(Directive(m.group("dname") or m.group("dname2"), item, lead, line))
+            else:
+                self._body_error(m.end(), name)
+            pos = m.start(kind) + len(item) if kind != "close" else m.end()
+            line += item.count("\n")
+
+    def _body_error(self, pos: int, name: str):
+        text = self.text
+        if pos >= len(text):
+            raise self.error(pos, f"end of file inside the body of {name}: missing '}}'")
+        if text.startswith("/*", pos):
+            raise self.error(pos, "unterminated /* comment")
+        c = text[pos]
+        if c == ".":
+            raise self.error(pos, "missing ';' after this directive")
+        if c == "@" or c.isalpha():
+            raise self.error(pos, "missing ';' at the end of this instruction")
+        raise self.error(pos, f"unexpected {c!r} in the body of {name}")
+
+
+# One body item with the trivia in front of it. Instructions and directives end at the first ';'
+# (the rare comment inside one is re-taken with _TO_SEMI); `.loc`/`.file` end at the line's end.
+# A well-formed instruction (`ins`) is matched by the operand grammar itself; `other` instructions
+# (comments inside, constant expressions, syntax errors) are checked by the typed operand parser.
+_BODY_ITEM = re.compile(
+    r"(?P<lead>(?:\s+|//[^\n]*|/\*.*?\*/)*)"
+    r"(?:(?P<close>\})|(?P<open>\{)"
+    r"|(?P<label>[A-Za-z_$][\w$]*[ \t]*:(?!:))"
+    r"|(?P<ldir>\.(?P<dname>loc|file)\b[^\n/]*(?:/(?![/*])[^\n/]*)*)"
+    r"|(?P<dir>\.(?P<dname2>[A-Za-z_]\w*)[^;]*;)"
+    rf"|(?P<ins>{INSTRUCTION_PATTERN})"
+    r"|(?P<other>[@A-Za-z][^;]*;)"
+    r"|(?P<bad>))",
+    re.S,
+)
 
 
 _LINKAGE = frozenset({"visible", "extern", "weak", "common", "align"})

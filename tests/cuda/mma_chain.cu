@@ -12,6 +12,9 @@
 #ifndef K_STEPS
 #define K_STEPS 2
 #endif
+#ifndef KERNEL_NAME
+#define KERNEL_NAME gemm_phase
+#endif
 
 __device__ __forceinline__ void mma_e4m3(uint32_t d[2], const uint32_t a[4], const uint32_t b[2],
                                          const uint32_t c[2]) {
@@ -24,7 +27,7 @@ __device__ __forceinline__ void mma_e4m3(uint32_t d[2], const uint32_t a[4], con
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]));
 }
 
-extern "C" __global__ void gemm_phase(const uint4* __restrict__ a_frags, const uint2* __restrict__ b_frags,
+extern "C" __global__ void KERNEL_NAME(const uint4* __restrict__ a_frags, const uint2* __restrict__ b_frags,
                                       const uint32_t* __restrict__ bias, uint2* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   uint32_t a[M_TILES][K_STEPS][4];

@@ -1,0 +1,19 @@
+# rr — the splice-experiment pipeline. Stages live in workflow/rules/, logic in the rr package.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/corpus.smk"
+
+
+rule all:
+    input:
+        expand("results/{layer}/statements.parquet", layer=config["layers"]),

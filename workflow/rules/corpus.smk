@@ -1,0 +1,40 @@
+# Corpus: the engine binary (the bundled sample unless config names one), its extracted PTX
+# modules, and the linearised statements of each layer's entry.
+
+
+wildcard_constraints:
+    layer="[a-z][a-z0-9]*",
+
+
+rule sample_engine:
+    output:
+        "resources/engine/engine.bin",
+    log:
+        "logs/sample_engine.log",
+    shell:
+        "rr sample-engine -o {output} > {log} 2>&1"
+
+
+rule extract:
+    input:
+        corpus_source(),
+    output:
+        index="resources/corpus/index.parquet",
+        modules=directory("resources/corpus/modules"),
+    log:
+        "logs/extract.log",
+    shell:
+        "rr extract {input} -o resources/corpus > {log} 2>&1"
+
+
+rule linearise:
+    input:
+        index="resources/corpus/index.parquet",
+    output:
+        "results/{layer}/statements.parquet",
+    params:
+        entry=layer_entry,
+    log:
+        "logs/linearise/{layer}.log",
+    shell:
+        "rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"
