@@ -40,22 +40,20 @@ def _function(module, name: str):
 
 
 def cmd_entries(args) -> int:
-    from rr.ptx import linearise
-
     module, _ = _load(args.file)
     rows = []
     for f in module.functions:
         if f.body is None:
             continue
-        n = len(linearise(f)) if not args.fast else sum(1 for _ in f.instructions())
+        n = sum(1 for _ in f.instructions())
         rows.append((f.kind, f.name, n, f.line, f.last_line))
     if not rows:
         print(f"{args.file}: no .entry or .func with a body", file=sys.stderr)
         return 1
     width = max(len(r[1]) for r in rows)
-    print(f"{'kind':<6} {'name':<{width}} {'statements':>10} {'lines':>16}")
+    print(f"{'kind':<6} {'name':<{width}} {'statements':>10} {'lines':>7} {'first-last':>15}")
     for kind, name, n, first, last in rows:
-        print(f"{kind:<6} {name:<{width}} {n:>10} {f'{first}-{last}':>16}")
+        print(f"{kind:<6} {name:<{width}} {n:>10} {last - first + 1:>7} {f'{first}-{last}':>15}")
     return 0
 
 
@@ -134,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("entries", help="list the entries and functions of a PTX file")
     s.add_argument("file")
-    s.add_argument("--fast", action="store_true", help="count statements without parsing operands")
     s.set_defaults(func=cmd_entries)
 
     s = sub.add_parser("roundtrip", help="check that parse + emit reproduces a PTX file exactly")

@@ -126,3 +126,50 @@ def test_linearise_cli_writes_the_statement_table(tmp_path):
     mma = next(r for r in rows if r["opcode"].startswith("mma"))
     assert mma["defs"] == ["%r12", "%r13"]
     assert table.schema.metadata[b"rr.entry"] == ENTRY.encode()
+
+
+def _typed_registers(ins) -> set:
+    from rr.ptx.model import registers_in
+
+    regs = {r.name for op in ins.operands for r in registers_in(op) if not r.special}
+    if ins.guard:
+        regs.add(ins.guard.lstrip("!"))
+    return regs
+
+
+@pytest.mark.parametrize("name,flags", [("mma_chain", ()), ("tex_surf", ()), ("shuffles", ()),
+                                        ("movmatrix", ()), ("branches", ("-G",))])
+def test_text_defs_uses_agree_with_the_typed_operands(nvcc_ptx, name, flags):
+    # Linearisation reads registers off the text; the typed operand model must see the same ones,
+    # and the destination of a non-store must be exactly the defs.
+    from rr.ptx.model import Addr, registers_in
+
+    module = parse_file(nvcc_ptx(name, *flags))
+    for f in module.functions:
+        for s in linearise(f) if f.body is not None else ():
+            ins = s.instruction
+            assert set(s.defs) | set(s.uses) == _typed_registers(ins), s.text
+            if s.defs:
+                first = ins.operands[0]
+                assert not isinstance(first, Addr)
+                assert {r.name for r in registers_in(first)} == set(s.defs)
+
+
+def test_fast_operand_path_equals_the_tokenising_parser(nvcc_ptx):
+    # The fast split-and-classify path and the recursive-descent parser give identical operands.
+    from rr.ptx.operands import _Operands, _fast_operands, _tokens, _HEAD
+
+    checked = 0
+    for name in ("mma_chain", "tex_surf", "shuffles", "movmatrix", "branches"):
+        for f in parse_file(nvcc_ptx(name)).functions:
+            for ins in f.instructions() if f.body is not None else ():
+                text = ins.text
+                head = _HEAD.match(text)
+                body = text[head.end():text.rindex(";")]
+                fast = _fast_operands(body)
+                toks = _tokens(body, head.end(), text)
+                slow = _Operands(toks, text).operand_list(None) if toks else ()
+                if fast is not None:
+                    assert fast == slow, text
+                    checked += 1
+    assert checked > 200

@@ -46,24 +46,33 @@ _SPECIAL = frozenset(
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
-def defs_uses_parts(guard: str | None, opcode: str, dest: str | None, rest: str | None
-                    ) -> tuple[tuple, tuple]:
-    """(defs, uses) from an instruction split into guard, opcode, first operand and the rest;
-    register names in operand order without repeats, the guard's register first among the uses."""
+def head(guard: str | None, opcode: str, dest: str | None) -> tuple:
+    """(guard, opcode, written, reads_written): how many of the registers in the first operand the
+    instruction writes (all, or none when that operand is an address or the opcode writes no
+    register), and whether it also reads them (wgmma's accumulator)."""
     base = opcode.partition(".")[0]
-    if not dest:
-        defs, uses = (), []
-    elif dest[0] == "[" or base in _NO_DEF:
-        defs, uses = (), _REGISTER.findall(dest + rest)
-    else:
-        defs = tuple(_REGISTER.findall(dest))
-        uses = _REGISTER.findall(dest + rest if base == "wgmma" else rest)
-    if guard:
-        uses.insert(0, guard.lstrip("!"))
-    uses = dict.fromkeys(uses)
+    if not dest or dest[0] == "[" or base in _NO_DEF:
+        return guard, opcode, 0, False
+    return guard, opcode, dest.count("%"), base == "wgmma"
+
+
+def split_registers(head: tuple, regs: list[str]) -> tuple[tuple, tuple]:
+    """(defs, uses) from the instruction's head and every register of its text in order (the
+    guard's first); uses without repeats and without special registers."""
+    g = 1 if head[0] else 0
+    written = head[2]
+    defs = tuple(regs[g:g + written])
+    uses = regs[:g] + regs[g if head[3] else g + written:]
+    if len(uses) > 1:
+        uses = dict.fromkeys(uses)
     if not _SPECIAL.isdisjoint(uses):
         return defs, tuple(u for u in uses if u not in _SPECIAL)
     return defs, tuple(uses)
+
+
+def registers(text: str) -> list[str]:
+    """Every virtual register in an instruction's text (no comments in it), in order."""
+    return _REGISTER.findall(text)
 
 
 def defs_uses_text(text: str) -> tuple[str | None, str, tuple, tuple]:
@@ -73,5 +82,6 @@ def defs_uses_text(text: str) -> tuple[str | None, str, tuple, tuple]:
     m = _SHAPE.match(text)
     if m is None:
         raise ValueError(f"not an instruction: {text!r}")
-    guard, opcode, dest, rest = m.groups()
-    return (guard, opcode) + defs_uses_parts(guard, opcode, dest, rest)
+    guard, opcode, dest, _ = m.groups()
+    h = head(guard, opcode, dest)
+    return (guard, opcode) + split_registers(h, _REGISTER.findall(text))

@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from rr.ptx._bulk import no_gc
+from rr.ptx.defuse import registers, split_registers
 from rr.ptx.model import Block, Function, Instruction
 
 
@@ -28,23 +30,39 @@ class Statement(NamedTuple):
 
 
 def linearise(function: Function) -> list[Statement]:
-    out: list[Statement] = []
+    with no_gc():
+        return _linearise(function)
+
+
+def _linearise(function: Function) -> list[Statement]:
+    instructions: list[tuple[Instruction, int]] = []  # (instruction, scope)
     blocks = 0
-
-    def walk(items, scope):
-        nonlocal blocks
+    stack = [(iter(function.body or ()), 0)]
+    while stack:
+        items, scope = stack[-1]
         for item in items:
-            kind = type(item)
-            if kind is Instruction:
-                text = item.text if item.text is not None else item.render()
-                guard, opcode, defs, uses = item._facts or item.facts()
-                out.append(Statement(len(out) + 1, item.line, item.line + text.count("\n"),
-                                     opcode, text, guard, defs, uses, scope, item))
-            elif kind is Block:
+            if type(item) is Instruction:
+                instructions.append((item, scope))
+            elif type(item) is Block:
                 blocks += 1
-                walk(item.items, blocks)
+                stack.append((iter(item.items), blocks))
+                break
+        else:
+            stack.pop()
 
-    walk(function.body or (), 0)
+    out: list[Statement] = []
+    for n, (ins, scope) in enumerate(instructions, start=1):
+        text = ins.text
+        h = ins._head
+        if h is not None and text is not None:
+            # matched by the operand grammar: no comments, the head says what the dest is
+            defs, uses = split_registers(h, registers(text))
+            guard, opcode = h[0], h[1]
+        else:
+            text = ins.render()
+            guard, opcode, defs, uses = ins.facts()
+        out.append(Statement(n, ins.line, ins.line + text.count("\n"), opcode, text, guard, defs,
+                             uses, scope, ins))
     return out
 
 

@@ -180,7 +180,7 @@ class Instruction:
     lead: str = ""
     line: int = 0
     _parsed: tuple | None = field(default=None, repr=False)
-    _facts: tuple | None = field(default=None, repr=False)  # (guard, opcode, defs, uses)
+    _head: tuple | None = field(default=None, repr=False)  # defuse.head(), set by the parser
 
     @classmethod
     def build(cls, opcode: str, operands: list | tuple = (), guard: str | None = None,
@@ -209,20 +209,10 @@ class Instruction:
         return self._parse()[2]
 
     def facts(self) -> tuple:
-        """(guard, opcode, defs, uses): what linearisation needs, without typed operands."""
-        if self._facts is None:
-            from rr.ptx.defuse import defs_uses_text
+        """(guard, opcode, defs, uses) from the text, without typed operands."""
+        from rr.ptx.defuse import defs_uses_text
 
-            self._facts = defs_uses_text(self.render())
-        return self._facts
-
-    @property
-    def defs(self) -> tuple:
-        return self.facts()[2]
-
-    @property
-    def uses(self) -> tuple:
-        return self.facts()[3]
+        return defs_uses_text(self.render())
 
     def render(self) -> str:
         if self.text is not None:

@@ -12,9 +12,11 @@ from rr.ptx.model import Addr, Imm, Pair, Plist, Reg, Sink, Sym, Vec
 
 _HEAD = re.compile(r"\s*(?:@(!?%[\w$.]+)\s+)?([A-Za-z][\w.:]*)")
 
+# One alternative per literal form, none a prefix of another's backtracking (regex speed matters:
+# this runs inside the body scan for every operand).
 _NUMBER = (
     r"0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}"
-    r"|(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+\.\d*(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)[Uu]?"
+    r"|(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)[Uu]?"
 )
 # Operand tokens. Whitespace and comments are skipped; anything else is an error.
 _TOKEN = re.compile(

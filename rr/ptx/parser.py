@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from rr.ptx.errors import ParseError
-from rr.ptx.defuse import defs_uses_parts
+from rr.ptx._bulk import no_gc
+from rr.ptx.defuse import head
 from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 
@@ -54,12 +55,13 @@ def parse_file(path: str | Path, validate: bool = True) -> Module:
 
 
 def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
-    module = _Parser(text, source).module()
+    with no_gc():
+        module = _Parser(text, source).module()
     if validate:
         for f in module.functions:
             if f.body is not None:
                 for ins in f.instructions():
-                    if ins._facts is None:  # not matched by the operand grammar while scanning
+                    if ins._head is None:  # not matched by the operand grammar while scanning
                         check_instruction(ins, text, source)
     return module
 
@@ -223,15 +225,16 @@ class _Parser:
         while True:
             m = match(text, pos)
             kind = m.lastgroup
-            lead = m.group("lead")
+            lead = m.group(1)
             line += lead.count("\n")
             if kind == "ins":
-                # Well formed: guard, opcode, defs and uses straight from the match.
-                item, guard, opcode, dest, rest = m.group("ins", "guard", "op", "dest", "rest")
-                ins = Instruction(item, lead, line)
-                ins._facts = (guard, opcode) + defs_uses_parts(guard, opcode, dest, rest)
-                items.append(ins)
-            elif kind == "other":
+                # Well formed: guard, opcode and what the first operand is, straight from the match.
+                item, guard, opcode, dest = m.group("ins", "guard", "op", "dest")
+                items.append(Instruction(item, lead, line, None, head(guard, opcode, dest)))
+                pos = m.end()
+                line += item.count("\n")
+                continue
+            if kind == "other":
                 item = m.group(kind)
                 if "/" in item and ("//" in item or "/*" in item):
                     # A comment inside the instruction may hide a ';': re-take it carefully.
@@ -270,7 +273,7 @@ class _Parser:
                 items.append(Directive(m.group("dname") or m.group("dname2"), item, lead, line))
             else:
                 self._body_error(m.end(), name)
-            pos = m.start(kind) + len(item) if kind != "close" else m.end()
+            pos = m.start(kind) + len(item)
             line += item.count("\n")
 
     def _body_error(self, pos: int, name: str):
