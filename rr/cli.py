@@ -43,7 +43,7 @@ def cmd_entries(args) -> int:
     module, _ = _load(args.file)
     rows = []
     for f in module.functions:
-        if f.body is None:
+        if not f.has_body:
             continue
         n = sum(1 for _ in f.instructions())
         rows.append((f.kind, f.name, n, f.line, f.last_line))

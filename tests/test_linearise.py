@@ -146,8 +146,12 @@ def test_text_defs_uses_agree_with_the_typed_operands(nvcc_ptx, name, flags):
 
     module = parse_file(nvcc_ptx(name, *flags))
     for f in module.functions:
-        for s in linearise(f) if f.body is not None else ():
-            ins = s.instruction
+        if not f.has_body:
+            continue
+        statements = linearise(f)
+        instructions = list(f.instructions())
+        assert len(statements) == len(instructions)
+        for s, ins in zip(statements, instructions):
             assert set(s.defs) | set(s.uses) == _typed_registers(ins), s.text
             if s.defs:
                 first = ins.operands[0]
@@ -162,7 +166,7 @@ def test_fast_operand_path_equals_the_tokenising_parser(nvcc_ptx):
     checked = 0
     for name in ("mma_chain", "tex_surf", "shuffles", "movmatrix", "branches"):
         for f in parse_file(nvcc_ptx(name)).functions:
-            for ins in f.instructions() if f.body is not None else ():
+            for ins in f.instructions() if f.has_body else ():
                 text = ins.text
                 head = _HEAD.match(text)
                 body = text[head.end():text.rindex(";")]

@@ -28,7 +28,7 @@ def test_parse_print_parse_print_is_stable_after_rebuilding_every_instruction(nv
     # again and print again. The two prints must agree, so the operand model loses nothing.
     module = parse(nvcc_ptx(name, *flags).read_text())
     for f in module.functions:
-        if f.body is not None:
+        if f.has_body:
             for ins in f.instructions():
                 ins._parsed = (ins.guard, ins.opcode, ins.operands)
                 ins.text = None
@@ -73,7 +73,7 @@ def test_module_header_and_declarations_are_recognised():
     assert "section" in kinds and "file" in kinds
     assert [f.name for f in m.functions] == ["ext_helper", "cube", "abort_kernel",
                                              "cuda_dldn_engine_swin_enc9_kernel"]
-    assert m.functions[0].body is None  # an .extern prototype
+    assert not m.functions[0].has_body and m.functions[0].body is None  # an .extern prototype
     assert [f.name for f in m.entries] == ["cuda_dldn_engine_swin_enc9_kernel"]
 
 
@@ -143,3 +143,49 @@ def test_built_instructions_render_as_ptx_that_parses_back():
     guarded = Instruction.build("st.global.u32", [Addr(Reg("%rd1"), -8), Reg("%r1")], guard="!%p2")
     assert guarded.render() == "@!%p2 st.global.u32\t[%rd1+-8], %r1;"
     assert Instruction(guarded.render()).operands == guarded.operands
+
+
+def _materialised_emit(text: str) -> str:
+    module = parse(text)
+    for f in module.functions:
+        f.body  # build the nodes: emit then prints them instead of copying the scanned text
+        assert f.scan is None
+    return emit(module)
+
+
+@pytest.mark.parametrize("name,flags", ALL_KERNELS, ids=lambda v: v if isinstance(v, str) else " ".join(v) or "default")
+def test_nodes_built_from_the_scan_emit_the_file_exactly(nvcc_ptx, name, flags):
+    text = nvcc_ptx(name, *flags).read_text()
+    module = parse(text)
+    assert all(f.scan is not None for f in module.functions if f.has_body), "nvcc bodies take the fast scan"
+    assert _materialised_emit(text) == text
+
+
+def test_kitchen_sink_nodes_emit_exactly_and_both_paths_agree():
+    from rr.ptx import linearise
+    from rr.ptx.parser import _Parser
+
+    text = KITCHEN_SINK.read_text()
+    assert _materialised_emit(text) == text
+    # the item-by-item parser (the fallback) builds the same statements as the scan
+    for f in parse(text).functions:
+        if not f.has_body:
+            continue
+        p = _Parser(text, "k")
+        p.pos = text.index("{", text.index(f.name + "(") if f.name + "(" in text else text.index(f.name)) + 1
+        items, tail = p.body(f.name)
+        slow = type(f)(f.kind, f.name, f.header, f.params, f.returns, f.directives, lead=f.lead, line=f.line)
+        slow.body, slow.tail = items, tail
+        assert linearise(slow) == linearise(f)
+
+
+def test_a_comment_inside_an_instruction_falls_back_to_the_item_parser():
+    from rr.ptx import linearise
+
+    text = KITCHEN_SINK.read_text().replace("\tbar.sync \t0;", "\tbar.sync /* ; not the end */ \t0;")
+    module = parse(text)
+    entry = module.function("cuda_dldn_engine_swin_enc9_kernel")
+    assert entry.scan is None  # the scan could not vouch for it
+    assert emit(module) == text
+    bar = next(s for s in linearise(entry) if s.opcode == "bar.sync")
+    assert "not the end" in bar.text

@@ -14,6 +14,7 @@ import pyarrow as pa
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import registers, split_registers
 from rr.ptx.model import Block, Function, Instruction
+from rr.ptx.scan import statement_rows
 
 
 class Statement(NamedTuple):
@@ -26,11 +27,12 @@ class Statement(NamedTuple):
     defs: tuple
     uses: tuple
     scope: int  # 0 for the body, then 1, 2, … for each scope block in textual order
-    instruction: Instruction
 
 
 def linearise(function: Function) -> list[Statement]:
     with no_gc():
+        if function.scan is not None:
+            return statement_rows(function.scan, Statement)
         return _linearise(function)
 
 
@@ -62,7 +64,7 @@ def _linearise(function: Function) -> list[Statement]:
             text = ins.render()
             guard, opcode, defs, uses = ins.facts()
         out.append(Statement(n, ins.line, ins.line + text.count("\n"), opcode, text, guard, defs,
-                             uses, scope, ins))
+                             uses, scope))
     return out
 
 

@@ -313,7 +313,11 @@ class Param:
 
 @dataclass(slots=True, eq=False)
 class Function:
-    """A `.entry` or `.func`: header text kept verbatim, body parsed (None for a prototype)."""
+    """A `.entry` or `.func`: header text kept verbatim, body parsed (None for a prototype).
+
+    A large body arrives as a scan (`rr.ptx.scan.BodyScan`) and its nodes are built on first
+    access to `body`; until then emit copies the scanned text and linearisation reads the scan.
+    """
 
     kind: str  # entry or func
     name: str
@@ -321,23 +325,45 @@ class Function:
     params: list
     returns: list
     directives: dict  # performance directives: {'maxntid': (32, 1, 4), 'noreturn': ()}
-    body: list | None
+    nodes: list | None = None  # the body's items, once built
     lead: str = ""
     tail: str = ""  # trivia before the closing '}' (or before ';' of a prototype)
     line: int = 0
     last_line: int = 0
+    scan: object | None = None  # BodyScan, until the nodes are built
+
+    @property
+    def body(self) -> list | None:
+        if self.nodes is None and self.scan is not None:
+            from rr.ptx.scan import materialise
+
+            self.nodes, self.tail = materialise(self.scan)
+            self.scan = None
+        return self.nodes
+
+    @body.setter
+    def body(self, items: list | None) -> None:
+        self.nodes = items
+        self.scan = None
+
+    @property
+    def has_body(self) -> bool:
+        return self.nodes is not None or self.scan is not None
 
     def emit(self, out: list) -> None:
         out.append(self.lead)
         out.append(self.header)
-        if self.body is None:
+        if not self.has_body:
             out.append(self.tail)
             out.append(";")
             return
         out.append("{")
-        for item in self.body:
-            item.emit(out)
-        out.append(self.tail)
+        if self.scan is not None:
+            out.append(self.scan.raw)  # not built, so not edited: the scanned text as it was
+        else:
+            for item in self.nodes:
+                item.emit(out)
+            out.append(self.tail)
         out.append("}")
 
     def instructions(self) -> Iterator[Instruction]:
@@ -401,12 +427,12 @@ class Module:
 
     @property
     def entries(self) -> list[Function]:
-        return [f for f in self.functions if f.kind == "entry" and f.body is not None]
+        return [f for f in self.functions if f.kind == "entry" and f.has_body]
 
     def function(self, name: str) -> Function:
         """The function or entry of that name with a body; KeyError names those that exist."""
         for f in self.functions:
-            if f.name == name and f.body is not None:
+            if f.name == name and f.has_body:
                 return f
-        known = ", ".join(f.name for f in self.functions if f.body is not None) or "none"
+        known = ", ".join(f.name for f in self.functions if f.has_body) or "none"
         raise KeyError(f"{self.source}: no entry or function named {name!r} (defined: {known})")

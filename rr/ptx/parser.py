@@ -16,6 +16,7 @@ from rr.ptx.errors import ParseError
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import head
 from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed
+from rr.ptx.scan import LINE_DIRECTIVE, scan_body, unchecked_instructions
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 
 _TRIVIA = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
@@ -59,10 +60,11 @@ def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
         module = _Parser(text, source).module()
     if validate:
         for f in module.functions:
-            if f.body is not None:
-                for ins in f.instructions():
-                    if ins._head is None:  # not matched by the operand grammar while scanning
-                        check_instruction(ins, text, source)
+            if f.scan is not None and not unchecked_instructions(f.scan):
+                continue  # every instruction matched the operand grammar
+            for ins in f.instructions():
+                if ins._head is None:  # not matched by the operand grammar while scanning
+                    check_instruction(ins, text, source)
     return module
 
 
@@ -194,7 +196,12 @@ class _Parser:
         if text[end] != "{":
             raise self.error(end, f"expected '{{' to open the body of {f.name}")
         self.pos = end + 1
-        f.body, f.tail = self.body(f.name)
+        scanned = scan_body(text, self.pos, self.line_at(end))
+        if scanned is not None:
+            f.scan, self.pos = scanned
+            f.tail = f.scan.tail
+        else:
+            f.body, f.tail = self.body(f.name)
         f.last_line = self.line_at(self.pos)
         return f
 
@@ -208,7 +215,7 @@ class _Parser:
         directives = {}
         for name, args in _PERF.findall(clean[m.end():]):
             directives[name] = tuple(int(a) for a in re.findall(r"\d+", args))
-        return Function(m.group(1), m.group("name"), header, params, returns, directives, None, lead,
+        return Function(m.group(1), m.group("name"), header, params, returns, directives, lead=lead,
                         line=line)
 
     # -- bodies --------------------------------------------------------------------------------
@@ -268,9 +275,7 @@ class _Parser:
                     if careful is None:
                         raise self.error(m.start(kind), "missing ';' after this directive")
                     item = careful.group()
-                if kind == "ldir":
-                    item = item.rstrip(" \t\r")
-                items.append(Directive(m.group("dname") or m.group("dname2"), item, lead, line))
+                items.append(Directive(_DIRECTIVE.match(item).group(1), item, lead, line))
             else:
                 self._body_error(m.end(), name)
             pos = m.start(kind) + len(item)
@@ -298,8 +303,8 @@ _BODY_ITEM = re.compile(
     r"(?P<lead>(?:\s+|//[^\n]*|/\*.*?\*/)*)"
     r"(?:(?P<close>\})|(?P<open>\{)"
     r"|(?P<label>[A-Za-z_$][\w$]*[ \t]*:(?!:))"
-    r"|(?P<ldir>\.(?P<dname>loc|file)\b[^\n/]*(?:/(?![/*])[^\n/]*)*)"
-    r"|(?P<dir>\.(?P<dname2>[A-Za-z_]\w*)[^;]*;)"
+    rf"|(?P<ldir>{LINE_DIRECTIVE})"
+    r'|(?P<dir>\.[A-Za-z_]\w*(?:[^;"]|"[^"\n]*")*;)'
     rf"|(?P<ins>{INSTRUCTION_PATTERN})"
     r"|(?P<other>[@A-Za-z][^;]*;)"
     r"|(?P<bad>))",

@@ -1,0 +1,167 @@
+"""The fast path through a function body: one `re.split` call cuts it into items.
+
+Large NVVM kernels have tens of thousands of statements, and building a syntax-tree object for each
+costs more than reading them. So a body is first *scanned*: a single `re.split` over its text gives,
+per item, the trivia in front of it, the item, and for a well-formed instruction its guard, opcode
+and first operand (the operand grammar of `rr.ptx.operands` is part of the pattern, so a match
+validates the instruction). The scan is kept on the `Function`; the tree (`Function.body`) is built
+from it only when something needs nodes (emit after an edit, typed operands, splicing), and
+linearisation reads the scan directly.
+
+Anything the scan cannot vouch for — text between items, a comment inside an instruction, braces
+that do not close exactly at the candidate end — makes `scan_body` return None, and the parser
+falls back to its item-by-item loop, which reports errors with file, line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rr.ptx.defuse import defs_uses_text, head, registers, split_registers
+from rr.ptx.model import Block, Directive, Instruction, Label
+from rr.ptx.operands import INSTRUCTION_PATTERN
+
+LEAD = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"
+LABEL = r"[A-Za-z_$][\w$]*[ \t]*:(?!:)"
+# `.loc` / `.file` end at the end of their line, without trailing blanks or a comment.
+LINE_DIRECTIVE = r"\.(?:loc|file)\b(?:[ \t]*(?:[^\s/]|/(?![/*])))*"
+DIRECTIVE = r'\.[A-Za-z_]\w*(?:[^;"]|"[^"\n]*")*;' 
+OTHER_INSTRUCTION = r"[@A-Za-z][^;]*;"
+
+# groups: 1 lead, 2 item, 3 well-formed instruction, 4 guard, 5 opcode, 6 first operand, 7 rest
+_SPLIT = re.compile(
+    rf"({LEAD})(\}}|\{{|{LABEL}|{LINE_DIRECTIVE}|{DIRECTIVE}|({INSTRUCTION_PATTERN})|{OTHER_INSTRUCTION})",
+    re.S,
+)
+_STRIDE = 8  # re.split yields the text before each match, then the 7 groups
+_DIRECTIVE_NAME = re.compile(r"\.([A-Za-z_]\w*)")
+
+
+@dataclass(slots=True, eq=False)
+class BodyScan:
+    """A scanned body: `parts` from `_SPLIT.split` (8 entries per item, the last item being the
+    function's closing '}'), `line` the physical line of the opening '{', `raw` the text between
+    the braces."""
+
+    parts: list
+    line: int
+    raw: str
+
+    @property
+    def tail(self) -> str:
+        return self.parts[-_STRIDE + 1]  # the lead of the closing '}'
+
+
+def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
+    """Scan the body whose '{' is just before `start`. Returns (scan, position after its '}') or
+    None when the fast path cannot vouch for the text (the caller then parses item by item)."""
+    # The body ends at a '}' that starts a line (NVVM's layout); scope blocks may close that way
+    # too, so the text is taken one such line at a time until the braces balance.
+    parts: list = [""]
+    depth = 0
+    chunk_start = start
+    while True:
+        end = text.find("\n}", chunk_start)
+        if end < 0:
+            return None
+        end += 2
+        more = _SPLIT.split(text[chunk_start:end])
+        if more[-1] or any(more[0:-1:_STRIDE]):
+            return None  # text between items, or after the last one
+        parts[-1:] = more
+        for k in range(2, len(more), _STRIDE):
+            item = more[k]
+            c = item[0]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth < 0:
+                    if k != len(more) - _STRIDE + 1:  # not the last item
+                        return None  # the function closed before the end of this line
+                    return BodyScan(parts, line, text[start:end - 1]), end
+            elif more[k + 1] is None and ("//" in item or "/*" in item):
+                return None  # a comment inside an instruction or directive may hide a ';'
+        chunk_start = end
+
+
+def materialise(scan: BodyScan) -> tuple[list, str]:
+    """The body's items as syntax-tree nodes, and the trivia before its closing '}'."""
+    parts = scan.parts
+    top: list = []
+    stack: list = []
+    items = top
+    line = scan.line
+    for k in range(0, len(parts) - 1, _STRIDE):
+        lead, item, ins, guard, opcode, dest = parts[k + 1:k + 7]
+        line += lead.count("\n")
+        c = item[0]
+        if ins is not None:
+            items.append(Instruction(item, lead, line, None, head(guard, opcode, dest)))
+        elif c == "}":
+            if not stack:
+                return top, lead
+            block = stack.pop()
+            block.tail = lead
+            items = stack[-1].items if stack else top
+        elif c == "{":
+            block = Block([], lead, line=line)
+            items.append(block)
+            stack.append(block)
+            items = block.items
+        elif c == ".":
+            items.append(Directive(_DIRECTIVE_NAME.match(item).group(1), item, lead, line))
+        elif item[-1] == ":":
+            items.append(Label(item[:-1].rstrip(), item, lead, line))
+        else:
+            items.append(Instruction(item, lead, line))
+        line += item.count("\n")
+    raise AssertionError("a BodyScan always ends with the function's closing '}'")
+
+
+def unchecked_instructions(scan: BodyScan) -> bool:
+    """True if some instruction did not match the operand grammar (its operands need the typed
+    parser to be validated)."""
+    parts = scan.parts
+    for k in range(0, len(parts) - 1, _STRIDE):
+        item = parts[k + 2]
+        if parts[k + 3] is None and item[0] not in "{}." and item[-1] != ":":
+            return True
+    return False
+
+
+def statement_rows(scan: BodyScan, record=tuple) -> list:
+    """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope)` for every statement,
+    read straight off the scan (the hot path of linearisation)."""
+    parts = scan.parts
+    out: list = []
+    append = out.append
+    scopes = [0]
+    blocks = 0
+    line = scan.line
+    n = 0
+    for lead, item, ins, guard, opcode, dest in zip(parts[1::_STRIDE], parts[2::_STRIDE],
+                                                    parts[3::_STRIDE], parts[4::_STRIDE],
+                                                    parts[5::_STRIDE], parts[6::_STRIDE]):
+        line += lead.count("\n")
+        lines = item.count("\n")
+        if ins is not None:
+            n += 1
+            defs, uses = split_registers(head(guard, opcode, dest), registers(item))
+            append(record(n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1]))
+        else:
+            c = item[0]
+            if c == "{":
+                blocks += 1
+                scopes.append(blocks)
+            elif c == "}":
+                scopes.pop()
+                if not scopes:
+                    break
+            elif c != "." and item[-1] != ":":
+                n += 1
+                guard, opcode, defs, uses = defs_uses_text(item)
+                append(record(n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1]))
+        line += lines
+    return out
