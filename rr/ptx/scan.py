@@ -131,7 +131,7 @@ def unchecked_instructions(scan: BodyScan) -> bool:
     return False
 
 
-def statement_rows(scan: BodyScan, record=tuple) -> list:
+def statement_rows(scan: BodyScan, record) -> list:
     """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope)` for every statement,
     read straight off the scan (the hot path of linearisation)."""
     parts = scan.parts
