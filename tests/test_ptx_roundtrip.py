@@ -189,3 +189,27 @@ def test_a_comment_inside_an_instruction_falls_back_to_the_item_parser():
     assert emit(module) == text
     bar = next(s for s in linearise(entry) if s.opcode == "bar.sync")
     assert "not the end" in bar.text
+
+
+def test_reqntid_tex_surf_declarations_and_sink_operands():
+    from rr.ptx import linearise
+    from rr.ptx.model import Sink
+
+    text = (
+        ".version 8.7\n.target sm_90\n.address_size 64\n"
+        ".tex .u64 old_tex;\n.surf .u64 old_surf;\n"
+        ".visible .entry k(.param .u64 k_param_0)\n.reqntid 32, 1, 4\n{\n"
+        "\t.reg .b32 \t%r<4>;\n\t.reg .pred \t%p<2>;\n"
+        "\tmov.u32 \t%r1, %tid.x;\n"
+        "\tsetp.lt.u32 \t%p1|_, %r1, 8;\n"
+        "\tshfl.sync.bfly.b32 \t%r2|%p1, %r1, 1, 31, -1;\n"
+        "\tret;\n}\n"
+    )
+    m = parse(text)
+    assert emit(m) == text
+    assert [i.kind for i in m.items][3:5] == ["tex", "surf"]
+    k = m.function("k")
+    assert k.directives == {"reqntid": (32, 1, 4)}
+    setp = next(s for s in linearise(k) if s.opcode.startswith("setp"))
+    assert setp.defs == ("%p1",) and setp.uses == ("%r1",)
+    assert list(k.instructions())[1].operands[0] == Pair(Reg("%p1"), Sink())
