@@ -125,6 +125,103 @@ def cmd_sample_engine(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    import json
+
+    from rr.io import write_json
+    from rr.run.compile import compile_ptx
+
+    if not Path(args.ptx).is_file():
+        raise UserError(f"{args.ptx}: no such file")
+    result = compile_ptx(args.ptx, args.output, args.arch)
+    report = Path(str(args.output) + ".json")
+    write_json(report, result.as_dict())
+    if result.status != "ok":
+        print(f"rr: {result.status}: {args.ptx}: {result.message}", file=sys.stderr)
+        return 1
+    for f in result.functions.values():
+        print(f"{f.name}: {f.registers} registers, {f.spill_stores}/{f.spill_loads} bytes spill "
+              f"stores/loads, {f.stack_frame} bytes stack, {f.shared_bytes} bytes shared")
+    print(f"{args.output}: {args.arch}, ptxas {result.compile_ms:.0f} ms; report {report}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from rr.run.isolate import run_isolated
+
+    record = run_isolated(args.launch, args.output, args.backend, args.timeout)
+    if record["status"] != "ok":
+        print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
+        return 1
+    dev = record.get("device", {}).get("name", "")
+    print(f"{args.output}: ok on {record['backend']} {dev}, "
+          f"{record['times_ms']['launch_and_sync']:.3f} ms launch+sync")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    import json
+
+    import numpy as np
+
+    from rr.run.compare import compare_buffer
+    from rr.run.launch import LaunchError, read_launch
+
+    try:
+        la, lb = read_launch(args.a), read_launch(args.b)
+    except LaunchError as e:
+        raise UserError(str(e)) from None
+    if set(la.buffers) != set(lb.buffers):
+        raise UserError(f"{args.a} and {args.b} have different buffers: the runs are not of one launch")
+    rows = []
+    for name, buf in la.buffers.items():
+        a = np.load(Path(args.a) / buf.file)
+        b = np.load(Path(args.b) / lb.buffers[name].file)
+        try:
+            rows.append(compare_buffer(name, a, b, buf.dtype))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        print(f"{'buffer':<16} {'dtype':<8} {'identical':<9} {'diff bytes':>12} {'share':>8} "
+              f"{'max |a-b|':>10} {'PSNR dB':>8}  first difference")
+        for r in rows:
+            psnr = "inf" if r.psnr_db == float("inf") else ("-" if r.psnr_db is None else f"{r.psnr_db:.2f}")
+            mad = "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.4g}"
+            first = "" if r.first_index is None else f"{list(r.first_index)}: {r.first_values[0]:.6g} vs {r.first_values[1]:.6g}"
+            print(f"{r.buffer:<16} {r.dtype:<8} {str(r.identical):<9} {r.differing_bytes:>12} "
+                  f"{r.differing_share:>8.2%} {mad:>10} {psnr:>8}  {first}")
+    return 0 if all(r.identical for r in rows) else 1
+
+
+def cmd_time(args) -> int:
+    import json
+
+    from rr.run.isolate import time_isolated
+
+    record = time_isolated(args.launch, args.vs, args.noise, args.time_limit, args.backend)
+    if args.output:
+        from rr.io import write_json
+
+        write_json(args.output, record)
+    if record["status"] != "ok":
+        print(f"rr: time {record['status']}: {record['message']}", file=sys.stderr)
+        return 1
+    a, b = record["reference"], record["other"]
+    for label, s, d in (("reference", a, args.launch), ("other", b, args.vs)):
+        print(f"{label:<9} {d}: median {s['median_ms']:.4f} ms (min {s['min_ms']:.4f}, max "
+              f"{s['max_ms']:.4f}), noise {s['noise']:.2%}, {s['samples']} samples, "
+              f"{s['throttled']} throttled")
+    clocks = record["sm_clock_mhz"]
+    print(f"ratio other/reference = {record['ratio']:.4f} ± {record['ratio_noise']:.2%} "
+          f"({record['stop']}); {record['device']['name']}, driver {record['device']['driver']}"
+          + (f", SM clock {clocks['min']}-{clocks['max']} MHz" if clocks else ", SM clock unavailable"))
+    if args.json:
+        print(json.dumps(record, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rr", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"rr {__version__}")
@@ -149,6 +246,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="corpus directory")
     s.add_argument("--find", metavar="PATTERN", help="print the module defining a matching entry")
     s.set_defaults(func=cmd_extract)
+
+    s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
+    s.add_argument("ptx")
+    s.add_argument("--arch", default="sm_90")
+    s.add_argument("-o", "--output", required=True, help="X.cubin (the report goes to X.cubin.json)")
+    s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("run", help="run a launch description (in a child process) and capture its buffers")
+    s.add_argument("launch", help="launch directory (launch.json and .npy buffers)")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
+    s.add_argument("--timeout", type=float, default=120, help="seconds before the run is killed")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("time", help="time a launch against another, interleaved, with L2 flushes")
+    s.add_argument("launch")
+    s.add_argument("--vs", required=True, help="the other launch directory")
+    s.add_argument("--noise", type=float, default=0.005, help="relative noise target of each median")
+    s.add_argument("--time-limit", type=float, default=30.0, help="seconds of sampling at most")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    s.add_argument("-o", "--output", help="timing.json to write")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_time)
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")

@@ -1,0 +1,80 @@
+"""Comparing two runs buffer by buffer: byte identity, how many bytes differ, and the numeric
+difference (max |a-b| and PSNR) in the buffer's own number type."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import ml_dtypes
+import numpy as np
+
+# Names a launch description may give a buffer's element type, and the numpy type they read as.
+DTYPES = {
+    "e4m3": ml_dtypes.float8_e4m3fn,
+    "e5m2": ml_dtypes.float8_e5m2,
+    "float16": np.float16,
+    "f16": np.float16,
+    "float32": np.float32,
+    "f32": np.float32,
+    "bfloat16": ml_dtypes.bfloat16,
+}
+
+
+@dataclass(frozen=True)
+class BufferComparison:
+    buffer: str
+    dtype: str
+    identical: bool
+    bytes: int
+    differing_bytes: int
+    differing_share: float
+    max_abs_diff: float | None  # over elements where both are finite; None if no such pair differs
+    psnr_db: float | None  # inf when identical; None when the values are not finite or constant
+    first_index: tuple | None  # of the first differing element
+    first_values: tuple | None  # (a, b) there
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("psnr_db", "max_abs_diff"):
+            if d[k] is not None and math.isinf(d[k]):
+                d[k] = "inf"
+        return d
+
+
+def as_numbers(a: np.ndarray, dtype: str | None) -> np.ndarray:
+    """The array's bytes read as `dtype` (an element type name of DTYPES or a numpy dtype)."""
+    if dtype is None:
+        return a
+    t = DTYPES.get(dtype, dtype)
+    return np.ascontiguousarray(a).view(np.uint8).view(t)
+
+
+def compare_buffer(name: str, a: np.ndarray, b: np.ndarray, dtype: str | None = None) -> BufferComparison:
+    ab, bb = np.ascontiguousarray(a).view(np.uint8).ravel(), np.ascontiguousarray(b).view(np.uint8).ravel()
+    if ab.size != bb.size:
+        raise ValueError(f"buffer {name!r}: {ab.size} bytes against {bb.size}: the runs are not of the same launch")
+    diff_bytes = int(np.count_nonzero(ab != bb))
+    x = as_numbers(a, dtype).astype(np.float64).ravel()
+    y = as_numbers(b, dtype).astype(np.float64).ravel()
+    raw_x = as_numbers(a, dtype).ravel()
+    raw_y = as_numbers(b, dtype).ravel()
+    differ = raw_x.view(np.uint8).reshape(raw_x.size, -1) != raw_y.view(np.uint8).reshape(raw_y.size, -1)
+    differ = differ.any(axis=1)
+    first_index = first_values = None
+    if differ.any():
+        k = int(np.argmax(differ))
+        shape = as_numbers(a, dtype).shape
+        first_index = tuple(int(i) for i in np.unravel_index(k, shape))
+        first_values = (float(x[k]), float(y[k]))
+    finite = np.isfinite(x) & np.isfinite(y)
+    max_abs = float(np.max(np.abs(x[finite] - y[finite]))) if finite.any() else None
+    psnr = None
+    if diff_bytes == 0:
+        psnr = math.inf
+    elif finite.all():
+        peak = max(float(np.max(np.abs(x))), 1e-30)
+        mse = float(np.mean((x - y) ** 2))
+        psnr = math.inf if mse == 0 else 10 * math.log10(peak * peak / mse)
+    return BufferComparison(name, str(dtype or a.dtype), diff_bytes == 0, int(ab.size), diff_bytes,
+                            diff_bytes / max(ab.size, 1), max_abs, psnr, first_index, first_values)

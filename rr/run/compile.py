@@ -1,0 +1,120 @@
+"""Compiling PTX with ptxas and reading its `-v` report: registers, spills, stack, shared memory.
+
+ptxas comes from PATH or from the `nvidia-cuda-nvcc` wheel. A PTX that ptxas rejects is a
+`compile_error` result carrying ptxas's message, never an exception.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+
+def find_ptxas() -> str | None:
+    """ptxas on PATH, else the one shipped in the nvidia-cuda-nvcc wheel."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for candidate in sorted(Path(root).glob("*/bin/ptxas")):
+            return str(candidate)
+    return None
+
+
+@dataclass
+class FunctionReport:
+    name: str
+    registers: int | None = None
+    barriers: int | None = None
+    stack_frame: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    shared_bytes: int | None = None
+    constant_bytes: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompileResult:
+    status: str  # ok, compile_error, no_ptxas
+    message: str
+    arch: str
+    ptxas: str | None
+    compile_ms: float | None
+    functions: dict = field(default_factory=dict)  # name -> FunctionReport
+    warnings: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_FUNC = re.compile(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
+_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(.*)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+
+
+def parse_report(text: str) -> tuple[dict, list]:
+    """Per-function figures and the warnings from ptxas -v output."""
+    functions: dict[str, FunctionReport] = {}
+    warnings = []
+    current = None
+    for line in text.splitlines():
+        if "warning" in line.lower():
+            warnings.append(line.strip())
+        m = _FUNC.search(line)
+        if m:
+            current = functions.setdefault(m.group(1), FunctionReport(m.group(1)))
+            continue
+        if current is None:
+            continue
+        m = _FRAME.search(line)
+        if m:
+            current.stack_frame, current.spill_stores, current.spill_loads = map(int, m.groups())
+        m = _USED.search(line)
+        if m:
+            current.registers = int(m.group(1))
+            current.barriers = int(m.group(2)) if m.group(2) else None
+            rest = m.group(3)
+            s = _SMEM.search(rest)
+            current.shared_bytes = int(s.group(1)) if s else 0
+            current.constant_bytes = {f"cmem[{b}]": int(n) for n, b in _CMEM.findall(rest)}
+    return functions, warnings
+
+
+def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
+                extra: tuple = (), timeout_s: float = 600) -> CompileResult:
+    """ptxas -arch=ARCH -v PTX -o OUTPUT; the cubin appears only if ptxas succeeds."""
+    ptxas = find_ptxas()
+    if ptxas is None:
+        return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
+                             "pip install nvidia-cuda-nvcc", arch, None, None)
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)],
+                           capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        tmp.unlink(missing_ok=True)
+        return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
+                             timeout_s * 1000)
+    ms = (time.perf_counter() - t0) * 1000
+    report = r.stdout + r.stderr
+    functions, warnings = parse_report(report)
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        errors = [l.strip() for l in report.splitlines() if "error" in l.lower() or "fatal" in l.lower()]
+        return CompileResult("compile_error", "\n".join(errors) or report.strip(), arch, ptxas, ms,
+                             functions, warnings)
+    os.replace(tmp, output)
+    return CompileResult("ok", "", arch, ptxas, ms, functions, warnings)

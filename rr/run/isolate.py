@@ -1,0 +1,143 @@
+"""Fault isolation: every run happens in a child process with a time limit.
+
+An illegal address, an invalid launch or a hang kills only the child; the parent turns it into a
+run record (`status`, `message`) and the next run starts with a clean context. The child writes
+into a temporary directory that is renamed onto the output only when the run is over, so an output
+directory always holds a whole run (buffers and `run.json`, or `run.json` alone for a failure).
+Inputs are only ever read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rr.run.launch import LaunchError, read_launch, write_launch
+
+STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch")
+
+
+def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
+                 timeout_s: float = 120) -> dict:
+    """Run a launch in a child process; returns the run record written to OUT/run.json."""
+    launch_dir, out_dir = Path(launch_dir), Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    t0 = time.perf_counter()
+    try:
+        child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
+                               capture_output=True, text=True, timeout=timeout_s)
+        record_path = tmp / "run.json"
+        if record_path.is_file():
+            record = json.loads(record_path.read_text())
+        else:
+            tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
+            record = {"status": "fault", "backend": backend,
+                      "message": f"the run's process died (exit {child.returncode}): " + " | ".join(tail)}
+    except subprocess.TimeoutExpired:
+        record = {"status": "timeout", "backend": backend,
+                  "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
+    record["wall_ms"] = (time.perf_counter() - t0) * 1e3
+    if record["status"] != "ok":
+        for p in tmp.iterdir():  # a failed run leaves no partial buffers
+            if p.is_file():
+                p.unlink()
+    (tmp / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)
+    return record
+
+
+def time_isolated(reference: str | Path, other: str | Path, noise_target: float = 0.005,
+                  time_limit_s: float = 30.0, backend: str = "auto") -> dict:
+    """`rr.run.timing.time_pair` in a child process; a fault or hang becomes the record's status."""
+    out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "rr.run.child", "time", str(reference), str(other), str(out),
+             str(noise_target), str(time_limit_s), backend],
+            capture_output=True, text=True, timeout=time_limit_s * 2 + 120)
+        if out.is_file():
+            return json.loads(out.read_text())
+        tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
+        return {"status": "fault", "message": f"the timing process died (exit {child.returncode}): "
+                + " | ".join(tail)}
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "message": "timing did not finish; its process was killed"}
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+def child_time(reference: str, other: str, out: str, noise_target: str, time_limit_s: str,
+               backend: str) -> int:
+    from rr.run.cuda import NoDevice, device_info
+
+    def finish(record: dict, code: int) -> int:
+        Path(out).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        return code
+
+    if backend == "cpu":
+        return finish({"status": "unsupported", "backend": "cpu",
+                       "message": "the cpu backend gives no timing: times are only measured on a GPU"}, 4)
+    try:
+        device_info()
+        for d in (reference, other):
+            read_launch(d)
+    except NoDevice as e:
+        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+    except LaunchError as e:
+        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
+    from rr.run.timing import time_pair
+
+    try:
+        record = time_pair(reference, other, float(noise_target), float(time_limit_s))
+    except Exception as e:  # a faulting kernel
+        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+    return finish(record, 0)
+
+
+def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
+    """Entry point of the child process: run, write buffers and run.json into out_dir."""
+    from rr.run.cuda import NoDevice, device_info
+
+    out = Path(out_dir)
+
+    def finish(record: dict, code: int) -> int:
+        (out / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+        return code
+
+    try:
+        launch = read_launch(launch_dir)
+    except LaunchError as e:
+        return finish({"status": "bad_launch", "backend": backend, "message": str(e)}, 2)
+    if backend == "auto":
+        try:
+            device_info()
+            backend = "cuda"
+        except NoDevice:
+            backend = "cpu"
+    if backend == "cpu":
+        return finish({"status": "unsupported", "backend": "cpu",
+                       "message": "the cpu backend (the PTX interpreter) is not built yet"}, 4)
+    if backend != "cuda":
+        return finish({"status": "bad_launch", "backend": backend,
+                       "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
+    try:
+        from rr.run.cuda import run_cuda
+
+        record, outputs = run_cuda(launch_dir)
+    except NoDevice as e:
+        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+    except LaunchError as e:
+        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
+    except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
+        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+    write_launch(out, launch, outputs, Path(launch_dir) / launch.module)
+    return finish(record, 0)

@@ -1,0 +1,151 @@
+"""Launch descriptions, parameter blocks, run comparison and ptxas reports — everything about runs
+that needs no GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conftest import PTXAS
+from rr.run.compare import compare_buffer
+from rr.run.launch import LaunchError, load_buffers, param_images, read_launch
+from run_kernels import PTX, single_buffer_launch, struct_launch
+
+
+def test_launch_description_round_trips_through_disk(tmp_path):
+    struct_launch(tmp_path / "l")
+    launch = read_launch(tmp_path / "l")
+    assert launch.entry == "rr_test_struct" and launch.params_size == 48 and launch.block == (32, 1, 1)
+    assert [f.kind for f in launch.fields] == ["buffer", "buffer", "buffer", "texture", "surface", "scalar"]
+    arrays = load_buffers(tmp_path / "l", launch)
+    assert arrays["tex"].shape == (4, 32, 4) and arrays["tex"].dtype == np.float16
+    assert (tmp_path / "l" / "kernel.ptx").read_text() == (PTX / "struct_mma_tex_surf.ptx").read_text()
+
+
+def test_parameter_block_puts_each_field_at_its_offset(tmp_path):
+    struct_launch(tmp_path / "l", scale=2.5)
+    launch = read_launch(tmp_path / "l")
+    handles = {"a": 0x1111, "b": 0x2222, "d": 0x3333, "tex": 0x44, "surf": 0x55}
+    (block,) = param_images(launch, handles)
+    assert len(block) == 48
+    words = np.frombuffer(block[:40], dtype="<u8")
+    assert list(words) == [0x1111, 0x2222, 0x3333, 0x44, 0x55]
+    assert np.frombuffer(block[40:44], dtype="<f4")[0] == 2.5 and block[44:] == bytes(4)
+
+
+def test_list_layout_gives_one_image_per_parameter(tmp_path):
+    single_buffer_launch(tmp_path / "l", "work.ptx", "rr_test_work", scalars=(1000,))
+    images = param_images(read_launch(tmp_path / "l"), {"buf": 0xABCDEF})
+    assert [len(i) for i in images] == [8, 4]
+    assert int.from_bytes(images[0], "little") == 0xABCDEF and int.from_bytes(images[1], "little") == 1000
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda j: j["fields"][0].update(buffer="nope"), "fields[0].buffer 'nope' is not in buffers"),
+    (lambda j: j["fields"][5].update(offset=46), "fields[5] (4 bytes at offset 46) is misaligned or outside"),
+    (lambda j: j.update(grid=[0, 1, 1]), "grid must be three positive integers"),
+    (lambda j: j["buffers"]["d"].update(role="write"), "buffers.d.role is 'write'"),
+    (lambda j: j.pop("entry"), "missing key 'entry'"),
+])
+def test_bad_launch_descriptions_name_the_key(tmp_path, edit, message):
+    struct_launch(tmp_path / "l")
+    path = tmp_path / "l" / "launch.json"
+    raw = json.loads(path.read_text())
+    edit(raw)
+    path.write_text(json.dumps(raw))
+    with pytest.raises(LaunchError) as e:
+        read_launch(tmp_path / "l")
+    assert message in str(e.value) and str(path) in str(e.value)
+
+
+def test_comparison_of_identical_and_differing_buffers():
+    a = np.arange(64, dtype=np.float16).reshape(8, 8)
+    same = compare_buffer("x", a, a.copy())
+    assert same.identical and same.differing_bytes == 0 and same.psnr_db == math.inf and same.first_index is None
+    b = a.copy()
+    b[2, 3] += 1
+    b[5, 0] = -7
+    r = compare_buffer("x", a, b)
+    assert not r.identical
+    assert r.differing_bytes == int(np.count_nonzero(a.view(np.uint8) != b.view(np.uint8)))
+    assert r.first_index == (2, 3) and r.first_values == (19.0, 20.0)
+    assert r.max_abs_diff == 47.0  # 40 -> -7
+    mse = (1 + 47 ** 2) / 64
+    assert r.psnr_db == pytest.approx(10 * math.log10(63.0 ** 2 / mse))
+
+
+def test_comparison_reads_bytes_in_the_named_number_type():
+    codes = np.array([0x38, 0x30, 0x40, 0x00], dtype=np.uint8)  # e4m3: 1.0, 0.5, 2.0, 0
+    other = codes.copy()
+    other[2] = 0x41  # 2.25
+    r = compare_buffer("frag", codes, other, "e4m3")
+    assert r.dtype == "e4m3" and r.first_index == (2,) and r.first_values == (2.0, 2.25)
+    assert r.max_abs_diff == 0.25
+    assert np.array([2.25], dtype=ml_dtypes.float8_e4m3fn).view(np.uint8)[0] == 0x41
+
+
+def _rr(*args):
+    return subprocess.run([sys.executable, "-m", "rr.cli", *args], capture_output=True, text=True)
+
+
+def test_compare_cli_exit_status_and_table(tmp_path):
+    struct_launch(tmp_path / "a")
+    struct_launch(tmp_path / "b")
+    assert _rr("compare", str(tmp_path / "a"), str(tmp_path / "b")).returncode == 0
+    surf = np.load(tmp_path / "b" / "surf.npy")
+    surf[1, 2, 3] = 1.5
+    np.save(tmp_path / "b" / "surf.npy", surf)
+    r = _rr("compare", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert r.returncode == 1
+    row = next(l for l in r.stdout.splitlines() if l.startswith("surf"))
+    assert "False" in row and "[1, 2, 3]: 0 vs 1.5" in row
+    data = json.loads(_rr("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json").stdout)
+    assert [d["identical"] for d in data if d["buffer"] == "surf"] == [False]
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH")
+def test_compile_reports_registers_and_a_rejected_ptx_is_a_status(tmp_path):
+    r = _rr("compile", str(PTX / "struct_mma_tex_surf.ptx"), "--arch", "sm_90", "-o", str(tmp_path / "k.cubin"))
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "k.cubin.json").read_text())
+    fn = report["functions"]["rr_test_struct"]
+    assert report["status"] == "ok" and fn["registers"] > 0 and fn["spill_stores"] == 0
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((PTX / "work.ptx").read_text().replace("fma.rn.f32 \t%f2, %f2,", "fma.rn.f32 \t%f2, %f99,"))
+    r = _rr("compile", str(bad), "-o", str(tmp_path / "bad.cubin"))
+    assert r.returncode == 1 and "compile_error" in r.stderr and "Traceback" not in r.stderr
+    assert json.loads((tmp_path / "bad.cubin.json").read_text())["status"] == "compile_error"
+    assert not (tmp_path / "bad.cubin").exists()
+
+
+def _has_gpu() -> bool:
+    from rr.run.cuda import NoDevice, device_info
+
+    try:
+        device_info()
+        return True
+    except NoDevice:
+        return False
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the message given when no GPU is present")
+def test_run_without_a_gpu_says_no_cuda_device(tmp_path):
+    struct_launch(tmp_path / "l")
+    r = _rr("run", str(tmp_path / "l"), "--backend", "cuda", "-o", str(tmp_path / "out"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "no CUDA device" in r.stderr
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["status"] == "no_device"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run.json"]
+    r = _rr("run", str(tmp_path / "l"), "--backend", "cpu", "-o", str(tmp_path / "out2"))
+    assert r.returncode == 1 and "not built yet" in r.stderr
+    r = _rr("time", str(tmp_path / "l"), "--vs", str(tmp_path / "l"), "--backend", "cpu")
+    assert r.returncode == 1 and "gives no timing" in r.stderr

@@ -1,0 +1,92 @@
+"""The CUDA backend on a real GPU: struct parameters, e4m3 mma, textures and surfaces against
+numpy; faults and hangs isolated in the child process; timing that measures what it should."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from run_kernels import single_buffer_launch, struct_launch
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gpu():
+    from rr.run.cuda import NoDevice, device_info
+
+    try:
+        return device_info()
+    except NoDevice as e:
+        pytest.skip(f"needs an NVIDIA GPU with cupy: {e}")
+
+
+def _rr(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "rr.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_struct_kernel_matches_numpy_bit_for_bit(tmp_path):
+    expected = struct_launch(tmp_path / "l", height=8, scale=2.0)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "l").iterdir()}
+    r = _rr("run", str(tmp_path / "l"), "--backend", "cuda", "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    d = np.load(tmp_path / "out" / "d.npy").view(np.float16)
+    surf = np.load(tmp_path / "out" / "surf.npy")
+    assert np.array_equal(d.view(np.uint16), expected["d"].view(np.uint16))
+    assert np.array_equal(surf.view(np.uint16), expected["surf"].view(np.uint16))
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["status"] == "ok" and record["backend"] == "cuda"
+    # inputs are never modified by a run
+    assert {p.name: p.read_bytes() for p in (tmp_path / "l").iterdir()} == before
+    # the output directory is itself a launch description whose inputs equal the originals
+    assert _rr("compare", str(tmp_path / "l"), str(tmp_path / "out")).returncode == 1  # d, surf differ
+    assert np.array_equal(np.load(tmp_path / "out" / "tex.npy"), np.load(tmp_path / "l" / "tex.npy"))
+
+
+def test_a_faulting_kernel_is_a_result_and_the_next_run_works(tmp_path):
+    single_buffer_launch(tmp_path / "fault", "fault.ptx", "rr_test_fault")
+    r = _rr("run", str(tmp_path / "fault"), "--backend", "cuda", "-o", str(tmp_path / "o1"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    record = json.loads((tmp_path / "o1" / "run.json").read_text())
+    assert record["status"] == "fault" and "illegal" in record["message"].lower()
+    expected = struct_launch(tmp_path / "ok")
+    r = _rr("run", str(tmp_path / "ok"), "--backend", "cuda", "-o", str(tmp_path / "o2"))
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "o2" / "surf.npy"), expected["surf"])
+
+
+def test_a_hanging_kernel_times_out_and_the_next_run_works(tmp_path):
+    single_buffer_launch(tmp_path / "hang", "hang.ptx", "rr_test_hang")
+    r = _rr("run", str(tmp_path / "hang"), "--backend", "cuda", "--timeout", "15", "-o", str(tmp_path / "o1"))
+    assert r.returncode == 1
+    assert json.loads((tmp_path / "o1" / "run.json").read_text())["status"] == "timeout"
+    struct_launch(tmp_path / "ok")
+    assert _rr("run", str(tmp_path / "ok"), "--backend", "cuda", "-o", str(tmp_path / "o2")).returncode == 0
+
+
+def _time(a, b, tmp_path):
+    out = tmp_path / "timing.json"
+    r = _rr("time", str(a), "--vs", str(b), "--time-limit", "20", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())
+
+
+def test_a_kernel_timed_against_itself_gives_a_ratio_within_the_noise(tmp_path):
+    single_buffer_launch(tmp_path / "w", "work.ptx", "rr_test_work", grid=(264, 1, 1), block=(256, 1, 1),
+                         size=264 * 256 * 4, scalars=(20000,))
+    t = _time(tmp_path / "w", tmp_path / "w", tmp_path)
+    assert t["reference"]["samples"] >= 20 and t["other"]["samples"] >= 20
+    assert abs(t["ratio"] - 1) <= max(2 * t["ratio_noise"], 0.01), t
+
+
+def test_twice_the_work_measures_close_to_twice_the_time(tmp_path):
+    for name, n in (("w1", 20000), ("w2", 40000)):
+        single_buffer_launch(tmp_path / name, "work.ptx", "rr_test_work", grid=(264, 1, 1),
+                             block=(256, 1, 1), size=264 * 256 * 4, scalars=(n,))
+    t = _time(tmp_path / "w1", tmp_path / "w2", tmp_path)
+    assert 1.8 < t["ratio"] < 2.2, t
