@@ -52,7 +52,7 @@ def _rgba16f_array(host: np.ndarray, surface: bool):
     h, w, _ = host.shape
     desc = texture.ChannelFormatDescriptor(16, 16, 16, 16, runtime.cudaChannelFormatKindFloat)
     flags = runtime.cudaArraySurfaceLoadStore if surface else 0
-    array = texture.CUDAarray(desc, w, h, flags)
+    array = texture.CUDAarray(desc, w, h, flags=flags)
     array.copy_from(np.ascontiguousarray(host).reshape(h, w * 4))
     return array
 

@@ -1,6 +1,7 @@
 """Timing a launch against another, in the manner of NVBench.
 
-Both launches are prepared once; after a warm-up they are sampled interleaved (A B A B …). Before
+Both launches are prepared once; after a warm-up they are sampled interleaved, in A B B A order so
+that a slow drift (clocks, temperature) falls on both alike. Before
 every sample the L2 cache is flushed by a memset of an L2-sized buffer; each sample is the time
 between two CUDA events around the one launch. After each sample the SM clock is read (NVML) and a
 sample taken while the clock was below 90 % of the highest seen is dropped and counted as
@@ -61,7 +62,7 @@ def _series(samples: list[float], throttled: int) -> Series:
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
-              warmup: int = 5, min_samples: int = 20) -> dict:
+              warmup: int = 5, min_samples: int = 50) -> dict:
     import cupy
     from cupy.cuda import runtime
 
@@ -80,8 +81,12 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     peak = 0
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     t0 = time.perf_counter()
+    rounds = 0
     while True:
-        for i, p in enumerate(launches):
+        order = (0, 1) if rounds % 2 == 0 else (1, 0)
+        rounds += 1
+        for i in order:
+            p = launches[i]
             runtime.memsetAsync(l2.data.ptr, i + 1, l2.nbytes, stream.ptr)
             start.record(stream)
             p.launch_async(stream.ptr)
