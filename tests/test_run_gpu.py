@@ -48,6 +48,22 @@ def test_struct_kernel_matches_numpy_bit_for_bit(tmp_path):
     assert np.array_equal(np.load(tmp_path / "out" / "tex.npy"), np.load(tmp_path / "l" / "tex.npy"))
 
 
+def test_a_cubin_module_runs_like_its_ptx(tmp_path):
+    import shutil
+
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas is not on PATH")
+    expected = struct_launch(tmp_path / "l")
+    assert _rr("compile", str(tmp_path / "l" / "kernel.ptx"), "-o", str(tmp_path / "l" / "kernel.cubin")).returncode == 0
+    raw = json.loads((tmp_path / "l" / "launch.json").read_text())
+    raw["module"] = "kernel.cubin"
+    (tmp_path / "l" / "launch.json").write_text(json.dumps(raw))
+    r = _rr("run", str(tmp_path / "l"), "--backend", "cuda", "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "out" / "surf.npy").view(np.uint16), expected["surf"].view(np.uint16))
+    assert (tmp_path / "out" / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
 def test_a_faulting_kernel_is_a_result_and_the_next_run_works(tmp_path):
     single_buffer_launch(tmp_path / "fault", "fault.ptx", "rr_test_fault")
     r = _rr("run", str(tmp_path / "fault"), "--backend", "cuda", "-o", str(tmp_path / "o1"))

@@ -35,6 +35,12 @@ class _Nvml:
         except OSError:
             pass
 
+    def driver_version(self) -> str | None:
+        if self.handle is None:
+            return None
+        buf = ctypes.create_string_buffer(96)
+        return buf.value.decode() if self.lib.nvmlSystemGetDriverVersion(buf, 96) == 0 else None
+
     def sm_clock_mhz(self) -> int | None:
         if self.handle is None:
             return None
@@ -113,6 +119,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
         "status": "ok", "backend": "cuda", "stop": stop, "noise_target": noise_target,
         "reference": asdict(a), "other": asdict(b), "ratio": b.median_ms / a.median_ms,
         "ratio_noise": math.hypot(a.noise, b.noise),
-        "device": info, "sm_clock_mhz": {"min": min(clocks), "max": max(clocks)} if clocks else None,
+        "device": {**info, "driver_version": nvml.driver_version()},
+        "sm_clock_mhz": {"min": min(clocks), "max": max(clocks)} if clocks else None,
         "wall_s": time.perf_counter() - t0,
     }
