@@ -149,3 +149,19 @@ def test_run_without_a_gpu_says_no_cuda_device(tmp_path):
     assert r.returncode == 1 and "not built yet" in r.stderr
     r = _rr("time", str(tmp_path / "l"), "--vs", str(tmp_path / "l"), "--backend", "cpu")
     assert r.returncode == 1 and "gives no timing" in r.stderr
+
+
+def test_ptxas_is_found_in_the_nvidia_cuda_nvcc_wheel_layout(tmp_path, monkeypatch):
+    # The nvidia-cuda-nvcc wheel installs ptxas as nvidia/cu13/bin/ptxas in site-packages.
+    import importlib
+
+    from rr.run.compile import find_ptxas
+
+    fake = tmp_path / "nvidia" / "cu13" / "bin" / "ptxas"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert find_ptxas() == str(fake)
