@@ -32,9 +32,9 @@ rule linearise:
         index="resources/corpus/index.parquet",
     output:
         "results/{layer}/statements.parquet",
-    params:
-        entry=layer_entry,
     log:
         "logs/linearise/{layer}.log",
+    params:
+        entry=layer_entry,
     shell:
         "rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"
