@@ -46,28 +46,45 @@ _SPECIAL = frozenset(
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
+def _rule(opcode: str, _memo: dict = {}) -> tuple[bool, bool]:  # noqa: B006 — a memo of a pure function
+    """(writes its first operand, also reads it) for an opcode, by its family."""
+    rule = _memo.get(opcode)
+    if rule is None:
+        base = opcode.partition(".")[0]
+        rule = _memo[opcode] = (base not in _NO_DEF, base == "wgmma")
+    return rule
+
+
 def head(guard: str | None, opcode: str, dest: str | None) -> tuple:
     """(guard, opcode, written, reads_written): how many of the registers in the first operand the
     instruction writes (all, or none when that operand is an address or the opcode writes no
     register), and whether it also reads them (wgmma's accumulator)."""
-    base = opcode.partition(".")[0]
-    if not dest or dest[0] == "[" or base in _NO_DEF:
+    writes, reads_written = _rule(opcode)
+    if not writes or not dest or dest[0] == "[":
         return guard, opcode, 0, False
-    return guard, opcode, dest.count("%"), base == "wgmma"
+    return guard, opcode, dest.count("%"), reads_written
 
 
 def split_registers(head: tuple, regs: list[str]) -> tuple[tuple, tuple]:
     """(defs, uses) from the instruction's head and every register of its text in order (the
     guard's first); uses without repeats and without special registers."""
-    g = 1 if head[0] else 0
-    written = head[2]
-    defs = tuple(regs[g:g + written])
-    uses = regs[:g] + regs[g if head[3] else g + written:]
+    guard, _, written, reads_written = head
+    if guard:
+        defs = tuple(regs[1:1 + written])
+        uses = regs[:1] + regs[1 if reads_written else 1 + written:]
+    else:
+        defs = tuple(regs[:written])
+        uses = regs if reads_written else regs[written:]
     if len(uses) > 1:
         uses = dict.fromkeys(uses)
-    if not _SPECIAL.isdisjoint(uses):
-        return defs, tuple(u for u in uses if u not in _SPECIAL)
-    return defs, tuple(uses)
+    if _SPECIAL.isdisjoint(uses):
+        return defs, tuple(uses)
+    return defs, tuple(u for u in uses if u not in _SPECIAL)
+
+
+def defs_uses_of(guard: str | None, opcode: str, dest: str | None, text: str) -> tuple[tuple, tuple]:
+    """(defs, uses) of a well-formed instruction (no comments in its text) split by the scan."""
+    return split_registers(head(guard, opcode, dest), _REGISTER.findall(text))
 
 
 def registers(text: str) -> list[str]:

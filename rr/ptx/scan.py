@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rr.ptx.defuse import defs_uses_text, head, registers, split_registers
+from rr.ptx.defuse import defs_uses_of, defs_uses_text, head
 from rr.ptx.model import Block, Directive, Instruction, Label
 from rr.ptx.operands import INSTRUCTION_PATTERN
 
@@ -148,7 +148,7 @@ def statement_rows(scan: BodyScan, record) -> list:
         lines = item.count("\n")
         if ins is not None:
             n += 1
-            defs, uses = split_registers(head(guard, opcode, dest), registers(item))
+            defs, uses = defs_uses_of(guard, opcode, dest, item)
             append(record(n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1]))
         else:
             c = item[0]
