@@ -125,6 +125,23 @@ def cmd_sample_engine(args) -> int:
     return 0
 
 
+def cmd_spec(args) -> int:
+    import json
+
+    from rr.describe.spec import NothingToDescribe, spec_json, spec_table
+    from rr.ptx import linearise
+
+    module, _ = _load(args.file, args.entry)
+    f = _function(module, args.entry)
+    statements = linearise(f)
+    try:
+        print(json.dumps(spec_json(f.name, statements), indent=2) if args.json else spec_table(f.name, statements))
+    except NothingToDescribe as e:
+        print(f"rr: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_compile(args) -> int:
     import json
 
@@ -247,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="corpus directory")
     s.add_argument("--find", metavar="PATTERN", help="print the module defining a matching entry")
     s.set_defaults(func=cmd_extract)
+
+    s = sub.add_parser("spec", help="the phase table of an entry (geometry from the mma chains)")
+    s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
+    s.add_argument("--entry", required=True)
+    s.add_argument("--json", action="store_true", help="print the JSON object of DESIGN §3")
+    s.set_defaults(func=cmd_spec)
 
     s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
     s.add_argument("ptx")
