@@ -128,6 +128,7 @@ def cmd_sample_engine(args) -> int:
 def cmd_spec(args) -> int:
     import json
 
+    from rr.describe.provenance import param_offsets
     from rr.describe.spec import NothingToDescribe, spec_json, spec_table
     from rr.ptx import linearise
 
@@ -135,7 +136,9 @@ def cmd_spec(args) -> int:
     f = _function(module, args.entry)
     statements = linearise(f)
     try:
-        print(json.dumps(spec_json(f.name, statements), indent=2) if args.json else spec_table(f.name, statements))
+        params = param_offsets(f.params)
+        print(json.dumps(spec_json(f.name, statements, params), indent=2) if args.json
+              else spec_table(f.name, statements, params))
     except NothingToDescribe as e:
         print(f"rr: {e}", file=sys.stderr)
         return 1

@@ -4,11 +4,11 @@ JSON (DESIGN §3)."""
 from __future__ import annotations
 
 from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
+from rr.describe.provenance import Dataflow, operand_sources
 from rr.ptx.linearise import Statement
 
 # DESIGN §3 fields this version does not derive yet; listed in the JSON so nobody reads absence as zero.
-MISSING = ["a_source", "b_source", "c_source", "b_offsets", "c_offsets", "slab_stride", "params",
-           "weight_extent"]
+MISSING = ["params", "weight_extent"]
 
 
 class NothingToDescribe(ValueError):
@@ -23,8 +23,9 @@ def describe(statements: list[Statement], entry: str) -> tuple[list[Phase], list
     return phases, find_epilogues(statements, phases)
 
 
-def spec_json(entry: str, statements: list[Statement]) -> dict:
+def spec_json(entry: str, statements: list[Statement], params: dict[str, int]) -> dict:
     phases, epilogues = describe(statements, entry)
+    sources = operand_sources(Dataflow(statements, params), phases, epilogues)
     return {
         "entry": entry,
         "statements": len(statements),
@@ -33,16 +34,17 @@ def spec_json(entry: str, statements: list[Statement]) -> dict:
             "opcode": p.opcode, "a_quads": p.a_quads, "b_pairs": p.b_pairs, "chains": p.chains,
             "chain_len": p.chain_len, "chain_lengths": list(p.chain_lengths), "m": p.m, "n": p.n,
             "k": p.k, "M": p.M, "N": p.N, "K": p.K, "tiles": p.tiles, "identity": p.identity,
-            "problem": p.problem,
-        } for p in phases],
+            "problem": p.problem, **src,
+        } for p, src in zip(phases, sources)],
         "epilogues": [{"epilogue": e.epilogue, "first_stmt": e.first_stmt, "last_stmt": e.last_stmt,
                        "stmts": e.stmts, "ops": e.ops} for e in epilogues],
         "missing": MISSING,
     }
 
 
-def spec_table(entry: str, statements: list[Statement]) -> str:
+def spec_table(entry: str, statements: list[Statement], params: dict[str, int]) -> str:
     phases, epilogues = describe(statements, entry)
+    sources = operand_sources(Dataflow(statements, params), phases, epilogues)
     lines = [f"{entry}: {len(statements)} statements, {len(phases)} phases, "
              f"{sum(p.mma for p in phases)} mma", "",
              f"{'#':>3}  {'statements':<15} {'mma':>4} {'A':>3} {'B':>3} {'chains×len':>11} "
@@ -58,6 +60,13 @@ def spec_table(entry: str, statements: list[Statement]) -> str:
         lines.append(f"{p.phase:>3}  {span:<15} {p.mma:>4} {p.a_quads:>3} {p.b_pairs:>3} {chains:>11} "
                      f"{p.m:>3} {p.n:>3} {p.k:>3} {p.M:>5} {p.N:>5} {p.K:>5}  "
                      f"{mark} {p.m}·{p.n}·{p.k} = {p.m * p.n * p.k}")
+    lines += ["", f"{'#':>3}  {'A from':<22} {'B from':<22} {'C from':<22} B offsets"]
+    for p, src in zip(phases, sources):
+        offs = src["b_offsets"]
+        shown = ", ".join(map(str, offs[:6])) + (f", … ({len(offs)})" if len(offs) > 6 else "")
+        slab = f"  slab {src['slab_stride']}·tid.z" if src["slab_stride"] else ""
+        lines.append(f"{p.phase:>3}  {src['a_source']:<22} {src['b_source']:<22} {src['c_source']:<22} "
+                     f"{shown}{slab}")
     lines += ["", "epilogues (0 = prologue, last = tail):"]
     for e in epilogues:
         span = f"s{e.first_stmt}–s{e.last_stmt}" if e.stmts else "—"
