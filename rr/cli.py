@@ -145,6 +145,23 @@ def cmd_spec(args) -> int:
     return 0
 
 
+def cmd_describe(args) -> int:
+    from rr.describe.provenance import param_offsets
+    from rr.describe.spec import NothingToDescribe, spec_json, write_description
+    from rr.ptx import linearise
+
+    module, _ = _load(args.file, args.entry)
+    f = _function(module, args.entry)
+    try:
+        spec = spec_json(f.name, linearise(f), param_offsets(f.params))
+    except NothingToDescribe as e:
+        print(f"rr: {e}", file=sys.stderr)
+        return 1
+    write_description(spec, args.output)
+    print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {f.name}")
+    return 0
+
+
 def cmd_compile(args) -> int:
     import json
 
@@ -273,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entry", required=True)
     s.add_argument("--json", action="store_true", help="print the JSON object of DESIGN §3")
     s.set_defaults(func=cmd_spec)
+
+    s = sub.add_parser("describe", help="write phases.parquet, epilogues.parquet and descriptor.json")
+    s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
+    s.add_argument("--entry", required=True)
+    s.add_argument("-o", "--output", required=True, help="output directory")
+    s.set_defaults(func=cmd_describe)
 
     s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
     s.add_argument("ptx")

@@ -100,7 +100,10 @@ def test_spec_json_and_table(nvcc_ptx):
         {"mma": 48, "a_quads": 4, "b_pairs": 12, "chains": 48, "chain_len": 1, "m": 4, "n": 12, "k": 1,
          "M": 64, "N": 96, "K": 32, "identity": True}
     assert spec["statements"] == len(linearise(parse_file(path).function("gemm_phase")))
-    assert spec["missing"] == ["params", "weight_extent"] and p["b_source"] == "weight(param+8)"
+    assert p["b_source"] == "weight(param+8)" and p["b_offsets"] == [256 * nn for nn in range(12)]
+    # B fragments at param+8 reach 256·11 + 31·8 + 8 bytes
+    assert spec["weight_extent"] == 256 * 11 + 31 * 8 + 8
+    assert [(u["offset"], u["role"]) for u in spec["params"]] == [(0, "read"), (8, "read"), (16, "read"), (24, "written")]
     table = _rr("spec", str(path), "--entry", "gemm_phase").stdout
     assert "4·12·1 = 48" in table
 

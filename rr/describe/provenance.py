@@ -99,6 +99,17 @@ class Dataflow:
                 break
         return best
 
+    def param_address(self, stmt: int) -> int | None:
+        """The parameter-space byte offset an `ld.param` reads: `[param_0+40]`, or `[%rd1+-32]`
+        with %rd1 = param_0 + 80."""
+        a = self.operands(stmt)[1]
+        if not isinstance(a, Addr):
+            return None
+        base = Affine.of({a.base.name: 1}) if isinstance(a.base, Sym) else self.value(a.base, stmt)
+        if base and len(base.terms) == 1 and base.terms[0][1] == 1 and base.terms[0][0] in self.params:
+            return self.params[base.terms[0][0]] + base.const + a.offset
+        return None
+
     # -- symbolic values -------------------------------------------------------------------------
 
     def value(self, op, at: int) -> Affine | None:
@@ -123,13 +134,9 @@ class Dataflow:
     def _evaluate(self, stmt: int) -> Affine | None:
         s = self.statements[stmt - 1]
         op, ops = s.opcode, self.operands(stmt)
-        if op.startswith("ld.param") and isinstance(ops[1], Addr):
-            a = ops[1]
-            base = Affine.of({a.base.name: 1}) if isinstance(a.base, Sym) else self.value(a.base, stmt)
-            # [param_0+40], or [%rd1+-32] with %rd1 = param_0 + 80
-            if base and len(base.terms) == 1 and base.terms[0][1] == 1 and base.terms[0][0] in self.params:
-                return Affine.of({f"param+{self.params[base.terms[0][0]] + base.const + a.offset}": 1})
-            return None
+        if op.startswith("ld.param"):
+            at = self.param_address(stmt)
+            return None if at is None else Affine.of({f"param+{at}": 1})
         if op.startswith(_PASS) and len(ops) == 2 and not isinstance(ops[1], (Vec, Addr)):
             return self.value(ops[1], stmt)
         if len(ops) != 3:
@@ -242,7 +249,8 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
             offsets = sorted({acc.offset for s in sources[name] for acc in s.accesses})
             row[f"{name.lower()}_offsets"] = offsets
         slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride}
-        row["slab_stride"] = sorted(slabs)[0] if len(slabs) == 1 else (sorted(slabs) or None)
+        row["slab_stride"] = next(iter(slabs)) if len(slabs) == 1 else None
+        row["slab_strides"] = sorted(slabs)  # more than one would be a mixed-slab B operand
         row["lane_terms"] = sorted({acc.lane for n in "ABC" for s in sources[n] for acc in s.accesses if acc.lane})
         out.append(row)
     return out

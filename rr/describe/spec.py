@@ -3,13 +3,10 @@ JSON (DESIGN §3)."""
 
 from __future__ import annotations
 
-from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
+from rr.describe.phases import find_epilogues, find_phases
 from rr.describe.provenance import Dataflow, operand_sources
+from rr.describe.summary import ParamUse, summarise_epilogue, summarise_params
 from rr.ptx.linearise import Statement
-
-# DESIGN §3 fields this version does not derive yet; listed in the JSON so nobody reads absence as zero.
-MISSING = ["params", "weight_extent"]
-
 
 class NothingToDescribe(ValueError):
     pass
@@ -23,9 +20,20 @@ def describe(statements: list[Statement], entry: str) -> tuple[list[Phase], list
     return phases, find_epilogues(statements, phases)
 
 
+def weight_extent(sources: list[dict], params: dict[int, ParamUse]) -> int | None:
+    """The extent of the pointer(s) the phases' B fragments are loaded through."""
+    bases = {int(src["b_source"].split("param+", 1)[1].split(")", 1)[0])
+             for src in sources if src["b_source"].startswith("weight(param+")}
+    extents = [params[b].extent for b in bases if b in params and params[b].extent is not None]
+    return max(extents) if extents else None
+
+
 def spec_json(entry: str, statements: list[Statement], params: dict[str, int]) -> dict:
     phases, epilogues = describe(statements, entry)
-    sources = operand_sources(Dataflow(statements, params), phases, epilogues)
+    flow = Dataflow(statements, params)
+    sources = operand_sources(flow, phases, epilogues)
+    summaries = [summarise_epilogue(flow, e) for e in epilogues]
+    uses = summarise_params(flow)
     return {
         "entry": entry,
         "statements": len(statements),
@@ -37,39 +45,69 @@ def spec_json(entry: str, statements: list[Statement], params: dict[str, int]) -
             "problem": p.problem, **src,
         } for p, src in zip(phases, sources)],
         "epilogues": [{"epilogue": e.epilogue, "first_stmt": e.first_stmt, "last_stmt": e.last_stmt,
-                       "stmts": e.stmts, "ops": e.ops} for e in epilogues],
-        "missing": MISSING,
+                       "stmts": e.stmts, "name": m.name, "ops": e.ops, "traffic": m.traffic,
+                       "reductions": m.reductions, "constants": m.constants}
+                      for e, m in zip(epilogues, summaries)],
+        "params": [{"offset": u.offset, "width": u.width, "kind": u.kind, "role": u.role, "read": u.read,
+                    "written": u.written, "sampled": u.sampled, "extent": u.extent, "stmts": u.stmts}
+                   for u in uses.values()],
+        "weight_extent": weight_extent(sources, uses),
     }
 
 
 def spec_table(entry: str, statements: list[Statement], params: dict[str, int]) -> str:
-    phases, epilogues = describe(statements, entry)
-    sources = operand_sources(Dataflow(statements, params), phases, epilogues)
+    spec = spec_json(entry, statements, params)
+    phases = sources = spec["phases"]
     lines = [f"{entry}: {len(statements)} statements, {len(phases)} phases, "
-             f"{sum(p.mma for p in phases)} mma", "",
+             f"{sum(p['mma'] for p in phases)} mma", "",
              f"{'#':>3}  {'statements':<15} {'mma':>4} {'A':>3} {'B':>3} {'chains×len':>11} "
              f"{'m':>3} {'n':>3} {'k':>3} {'M':>5} {'N':>5} {'K':>5}  identity"]
     for p in phases:
-        span = f"s{p.first_stmt}–s{p.last_stmt}"
-        chains = f"{p.chains}×{p.k}" if p.k else f"{p.chains}×?"
-        if p.problem:
-            lines.append(f"{p.phase:>3}  {span:<15} {p.mma:>4} {p.a_quads:>3} {p.b_pairs:>3} {chains:>11} "
-                         f"{'-':>3} {'-':>3} {'-':>3} {'-':>5} {'-':>5} {'-':>5}  ✘ {p.problem}")
+        span = f"s{p['first_stmt']}–s{p['last_stmt']}"
+        chains = f"{p['chains']}×{p['k'] or '?'}"
+        head = f"{p['phase']:>3}  {span:<15} {p['mma']:>4} {p['a_quads']:>3} {p['b_pairs']:>3} {chains:>11} "
+        if p["problem"]:
+            lines.append(head + f"{'-':>3} {'-':>3} {'-':>3} {'-':>5} {'-':>5} {'-':>5}  ✘ {p['problem']}")
             continue
-        mark = "✔" if p.identity else "✘"
-        lines.append(f"{p.phase:>3}  {span:<15} {p.mma:>4} {p.a_quads:>3} {p.b_pairs:>3} {chains:>11} "
-                     f"{p.m:>3} {p.n:>3} {p.k:>3} {p.M:>5} {p.N:>5} {p.K:>5}  "
-                     f"{mark} {p.m}·{p.n}·{p.k} = {p.m * p.n * p.k}")
+        mark = "✔" if p["identity"] else "✘"
+        lines.append(head + f"{p['m']:>3} {p['n']:>3} {p['k']:>3} {p['M']:>5} {p['N']:>5} {p['K']:>5}  "
+                     f"{mark} {p['m']}·{p['n']}·{p['k']} = {p['m'] * p['n'] * p['k']}")
     lines += ["", f"{'#':>3}  {'A from':<22} {'B from':<22} {'C from':<22} B offsets"]
     for p, src in zip(phases, sources):
         offs = src["b_offsets"]
         shown = ", ".join(map(str, offs[:6])) + (f", … ({len(offs)})" if len(offs) > 6 else "")
         slab = f"  slab {src['slab_stride']}·tid.z" if src["slab_stride"] else ""
-        lines.append(f"{p.phase:>3}  {src['a_source']:<22} {src['b_source']:<22} {src['c_source']:<22} "
+        lines.append(f"{p['phase']:>3}  {src['a_source']:<22} {src['b_source']:<22} {src['c_source']:<22} "
                      f"{shown}{slab}")
     lines += ["", "epilogues (0 = prologue, last = tail):"]
-    for e in epilogues:
-        span = f"s{e.first_stmt}–s{e.last_stmt}" if e.stmts else "—"
-        top = ", ".join(f"{op} ×{n}" for op, n in sorted(e.ops.items(), key=lambda kv: -kv[1])[:4])
-        lines.append(f"  E{e.epilogue:<3} {span:<15} {e.stmts:>5} stmts  {top}")
+    for e in spec["epilogues"]:
+        span = f"s{e['first_stmt']}–s{e['last_stmt']}" if e["stmts"] else "—"
+        lines.append(f"  E{e['epilogue']:<3} {span:<15} {e['stmts']:>5} stmts  {e['name']}")
+    lines += ["", "parameters:"]
+    for u in spec["params"]:
+        extent = f", extent {u['extent']} bytes" if u["extent"] is not None else ""
+        lines.append(f"  +{u['offset']:<4} {u['width']:>2} bytes  {u['kind']:<7} {u['role']}{extent}")
+    lines.append(f"weight extent: {spec['weight_extent']} bytes")
     return "\n".join(lines)
+
+
+def write_description(spec: dict, out_dir) -> None:
+    """`phases.parquet`, `epilogues.parquet` and `descriptor.json` (the spec) in out_dir."""
+    import json
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from rr.io import write_json, write_parquet
+
+    out_dir = Path(out_dir)
+    write_parquet(out_dir / "phases.parquet", pa.Table.from_pylist(spec["phases"]))
+    counts = pa.map_(pa.string(), pa.int64())
+    rows = [{**e, "ops": list(e["ops"].items()), "traffic": list(e["traffic"].items()),
+             "reductions": json.dumps(e["reductions"]), "constants": json.dumps(e["constants"])}
+            for e in spec["epilogues"]]
+    schema = pa.schema([("epilogue", pa.int32()), ("first_stmt", pa.int32()), ("last_stmt", pa.int32()),
+                        ("stmts", pa.int32()), ("name", pa.string()), ("ops", counts), ("traffic", counts),
+                        ("reductions", pa.string()), ("constants", pa.string())])
+    write_parquet(out_dir / "epilogues.parquet", pa.Table.from_pylist(rows, schema=schema))
+    write_json(out_dir / "descriptor.json", spec)

@@ -1,0 +1,172 @@
+"""What an epilogue does, and what the parameter block holds.
+
+Epilogues: memory traffic by kind, cross-lane reductions (`shfl` kind and deltas), the float
+constants they materialise (with the f16 value they round to), and a short name built from what
+they contain. Parameters: every `ld.param` offset with its width and role (a pointer read through,
+written through, sampled as a texture or written as a surface, or a scalar), and per pointer the
+highest byte any load reads relative to it (the extent) — the weight image's is `weight_extent`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rr.describe.phases import Epilogue
+from rr.describe.provenance import Dataflow
+from rr.ptx.model import Imm
+
+
+@dataclass
+class EpilogueSummary:
+    traffic: dict = field(default_factory=dict)  # kind -> count
+    reductions: list = field(default_factory=list)  # {"stmt", "kind", "delta"}
+    constants: list = field(default_factory=list)  # {"stmt", "literal", "value", "f16", "f16_bits"}
+    name: str = ""
+
+
+def _traffic_kind(flow: Dataflow, stmt: int, opcode: str) -> str | None:
+    if opcode.startswith("tex."):
+        return "texture reads"
+    if opcode.startswith("sust."):
+        return "surface writes"
+    if opcode.startswith(("bar.", "barrier.")):
+        return "barriers"
+    if opcode.startswith("ld.shared"):
+        return "shared loads"
+    if opcode.startswith("st.shared"):
+        return "shared stores"
+    if opcode.startswith("st.global") or opcode.startswith("st.weak.global"):
+        return "global stores"
+    if opcode.startswith(("ld.global", "ld.weak.global", "ld.volatile.global")):
+        acc = flow.access(stmt)
+        if acc and acc.lane and "&" in acc.lane:
+            return "table loads"
+        return "weight loads"
+    return None
+
+
+def summarise_epilogue(flow: Dataflow, e: Epilogue) -> EpilogueSummary:
+    out = EpilogueSummary()
+    if not e.stmts:
+        return out
+    traffic: Counter = Counter()
+    for stmt in range(e.first_stmt, e.last_stmt + 1):
+        s = flow.statements[stmt - 1]
+        kind = _traffic_kind(flow, stmt, s.opcode)
+        if kind:
+            traffic[kind] += 1
+        ops = None
+        if s.opcode.startswith("shfl."):
+            ops = flow.operands(stmt)
+            delta = flow.value(ops[2], stmt)
+            out.reductions.append({"stmt": stmt, "kind": s.opcode.split(".")[2],
+                                   "delta": delta.const if delta is not None and not delta.terms else None})
+        if s.opcode in ("mov.f32", "mov.f64"):
+            ops = ops or flow.operands(stmt)
+            if isinstance(ops[1], Imm) and ops[1].text[:2].lower() in ("0f", "0d"):
+                value = float(ops[1].value)
+                half = np.float16(value)
+                out.constants.append({"stmt": stmt, "literal": ops[1].text, "value": value,
+                                      "f16": float(half), "f16_bits": f"0x{int(half.view(np.uint16)):04X}"})
+    out.traffic = dict(traffic)
+    out.name = _name(e.ops, out)
+    return out
+
+
+def _name(ops: dict, summary: EpilogueSummary) -> str:
+    """A short description from the epilogue's contents, most distinctive parts first."""
+    has = lambda *prefixes: any(op.startswith(prefixes) for op in ops)  # noqa: E731
+    t = summary.traffic
+    parts = []
+    if t.get("texture reads"):
+        parts.append("texture gather")
+    if has("rsqrt."):
+        parts.append("RMS norm")
+    if has("ex2."):
+        parts.append("softmax")
+    if has("min.", "max.") and has("fma.", "mul.") and not has("ex2.", "rsqrt."):
+        parts.append("clamped cubic")
+    if has("movmatrix."):
+        parts.append("transpose")
+    if has("cvt.rn.satfinite.e4m3x2", "cvt.rn.satfinite.e5m2x2"):
+        parts.append("packs")
+    if t.get("shared stores") or t.get("shared loads"):
+        parts.append("shared staging")
+    if t.get("global stores"):
+        parts.append("global stores")
+    if t.get("surface writes"):
+        parts.append("surface writes")
+    if t.get("table loads"):
+        parts.append("table loads")
+    if t.get("weight loads"):
+        parts.append("B loads" if not parts else "weight loads")
+    return " + ".join(parts) or "address arithmetic"
+
+
+@dataclass
+class ParamUse:
+    offset: int
+    width: int
+    kind: str  # pointer or scalar
+    read: bool = False  # loads through it
+    written: bool = False  # stores through it (global stores or surface writes)
+    sampled: bool = False  # texture reads
+    stmts: list = field(default_factory=list)  # the ld.param statements
+    extent: int | None = None  # highest byte read relative to it, lane terms included
+
+    @property
+    def role(self) -> str:
+        if self.kind == "scalar":
+            return "scalar"
+        return ", ".join(r for r, on in (("sampled (texture)", self.sampled), ("read", self.read),
+                                         ("written", self.written)) if on) or "pointer, unused"
+
+
+def _lane_extent(lane: str | None) -> int:
+    """The largest byte a lane term adds: 31·c for c·laneid, the mask for ((laneid<<s)&mask)."""
+    if not lane:
+        return 0
+    total = 0
+    for term in lane.split(" + "):
+        if "&" in term:
+            total += int(term.rstrip(")").rsplit("&", 1)[1])
+        elif "·" in term:
+            c, name = term.split("·", 1)
+            total += int(c) * (31 if name in ("laneid", "tid.x") else 0)
+    return total
+
+
+def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
+    """Every parameter offset the entry reads, and what it does with each."""
+    uses: dict[int, ParamUse] = {}
+    for s in flow.statements:
+        if not s.opcode.startswith("ld.param") or not s.defs:
+            continue
+        offset = flow.param_address(s.stmt)
+        if offset is None:
+            continue
+        bits = int("".join(ch for ch in s.opcode.rsplit(".", 1)[-1] if ch.isdigit()) or 32)
+        pointer = len(s.defs) == 1 and bits == 64
+        u = uses.setdefault(offset, ParamUse(offset, bits // 8 * len(s.defs), "pointer" if pointer else "scalar"))
+        u.stmts.append(s.stmt)
+    for s in flow.statements:
+        op = s.opcode
+        if not op.startswith(("ld.", "st.", "tex.", "sust.")) or op.startswith(("ld.param", "st.param")):
+            continue
+        acc = flow.access(s.stmt)
+        if acc is None or not acc.base or not acc.base.startswith("param+"):
+            continue
+        u = uses.get(int(acc.base[6:]))
+        if u is None:
+            continue
+        if op.startswith("tex."):
+            u.sampled = True
+        elif op.startswith(("st.", "sust.")):
+            u.written = True
+        else:
+            u.read = True
+            u.extent = max(u.extent or 0, acc.offset + _lane_extent(acc.lane) + acc.width)
+    return dict(sorted(uses.items()))
