@@ -15,6 +15,7 @@ loads with a non-affine lane pattern; `shared` — shared-memory loads; `D(phase
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -228,6 +229,7 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
     """Per phase: a_source, b_source, c_source (the seed of each accumulator chain), b_offsets,
     c_offsets, slab_stride and the lane terms of its loads."""
     d_of: dict[str, int] = {}  # D register -> phase
+    epilogues = _Epilogues(epilogues)
     out = []
     for p in phases:
         sources = {"A": [], "B": [], "C": []}
@@ -278,7 +280,7 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
     if op.startswith("ld."):
         acc = flow.access(stmt)
         if acc is None:
-            return Source("computed", _epilogue_of(stmt, epilogues))
+            return Source("computed", epilogues.of(stmt))
         if acc.space == "shared":
             return Source("shared", "", [acc])
         if acc.space == "param":
@@ -304,14 +306,21 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
                 transpose = transpose or inner.kind == "transpose"
                 phases.add(int(inner.detail.rsplit(" ", 1)[-1]))
             else:
-                return Source("computed", _epilogue_of(stmt, epilogues))
+                return Source("computed", epilogues.of(stmt))
         if len(phases) == 1:
             return Source("transpose" if transpose else "pack", f"D of phase {phases.pop()}")
-    return Source("computed", _epilogue_of(stmt, epilogues))
+    return Source("computed", epilogues.of(stmt))
 
 
-def _epilogue_of(stmt: int, epilogues) -> str:
-    for e in epilogues:
-        if e.stmts and e.first_stmt <= stmt <= e.last_stmt:
-            return f"epilogue {e.epilogue}"
-    return "?"
+class _Epilogues:
+    """Which epilogue holds a statement, by bisection (epilogues are in statement order)."""
+
+    def __init__(self, epilogues: list[Epilogue]):
+        self.nonempty = [e for e in epilogues if e.stmts]
+        self.starts = [e.first_stmt for e in self.nonempty]
+
+    def of(self, stmt: int) -> str:
+        i = bisect.bisect_right(self.starts, stmt) - 1
+        if i >= 0 and stmt <= self.nonempty[i].last_stmt:
+            return f"epilogue {self.nonempty[i].epilogue}"
+        return "?"
