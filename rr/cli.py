@@ -128,7 +128,7 @@ def cmd_sample_engine(args) -> int:
 def cmd_spec(args) -> int:
     import json
 
-    from rr.describe.provenance import param_offsets
+    from rr.describe.provenance import block_z, param_offsets
     from rr.describe.spec import NothingToDescribe, spec_json, spec_table
     from rr.ptx import linearise
 
@@ -136,9 +136,9 @@ def cmd_spec(args) -> int:
     f = _function(module, args.entry)
     statements = linearise(f)
     try:
-        params = param_offsets(f.params)
-        print(json.dumps(spec_json(f.name, statements, params), indent=2) if args.json
-              else spec_table(f.name, statements, params))
+        params, z = param_offsets(f.params), block_z(f)
+        print(json.dumps(spec_json(f.name, statements, params, z), indent=2) if args.json
+              else spec_table(f.name, statements, params, z))
     except NothingToDescribe as e:
         print(f"rr: {e}", file=sys.stderr)
         return 1
@@ -146,14 +146,14 @@ def cmd_spec(args) -> int:
 
 
 def cmd_describe(args) -> int:
-    from rr.describe.provenance import param_offsets
+    from rr.describe.provenance import block_z, param_offsets
     from rr.describe.spec import NothingToDescribe, spec_json, write_description
     from rr.ptx import linearise
 
     module, _ = _load(args.file, args.entry)
     f = _function(module, args.entry)
     try:
-        spec = spec_json(f.name, linearise(f), param_offsets(f.params))
+        spec = spec_json(f.name, linearise(f), param_offsets(f.params), block_z(f))
     except NothingToDescribe as e:
         print(f"rr: {e}", file=sys.stderr)
         return 1

@@ -105,3 +105,72 @@ def test_param_offsets_follow_alignment():
     f = parse(".version 8.7\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 a, .param .u64 b, "
               ".param .align 8 .b8 c[136], .param .u16 d)\n{\n\tret;\n\n}\n").function("k")
     assert param_offsets(f.params) == {"a": 0, "b": 8, "c": 16, "d": 152}
+
+
+def _staging_kernel() -> str:
+    """Reference E8–E9 in miniature, written with the PTX builder: phase 1's D packed to e4m3 and
+    staged into shared at smem + 2048·%tid.z + 16·laneid + {0, 512, 1024, 1536}; phase 2 reads
+    its A at smem + 512·%tid.z + 16·laneid, phase 3 at smem + 16·laneid + 2048."""
+    from rr.synth import KernelBuilder, KernelParam
+
+    k = KernelBuilder("stage", [KernelParam("stage_param_0", ".param .align 8 .b8 {name}[136]")])
+    k.globals.append(".shared .align 16 .b8 smem[8192];")
+    w = k.op("cvta.to.global.u64", "b64", k.op("ld.param.u64", "b64", "[stage_param_0+40]"))
+    lane = k.op("mov.u32", "b32", "%laneid")
+    wl = k.op("add.s64", "b64", w, k.op("mul.wide.u32", "b64", lane, "16"))
+
+    def frag(offset):
+        regs = k.regs(4)
+        k.ins("ld.weak.global.ca.v4.u32", "{" + ", ".join(regs) + "}", f"[{wl}+{offset}]")
+        return regs
+
+    zero = k.op("mov.u32", "b32", "0")
+    b = frag(8192)
+    operands = [(frag(4096 + 512 * i), b) for i in range(4)]
+    d = []
+    for a, b in operands:  # phase 1: four m-tiles of one n-tile (m=4, n=1, k=1)
+        d.append(k.regs(2))
+        k.mma(d[-1], a, b[:2], [zero, zero])
+    z = k.op("mov.u32", "b32", "%tid.z")
+    smem = k.op("mov.u32", "b32", "smem")
+    store_at = k.op("add.s32", "b32", k.op("add.s32", "b32", smem, k.op("shl.b32", "b32", z, "11")),
+                    k.op("shl.b32", "b32", lane, "4"))
+    for i, off in enumerate((0, 512, 1024, 1536)):
+        words = []
+        for j in range(4):
+            lo = k.op("cvt.rn.satfinite.e4m3x2.f16x2", "b16", d[(i + j) % 4][0])
+            hi = k.op("cvt.rn.satfinite.e4m3x2.f16x2", "b16", d[(i + j) % 4][1])
+            words.append(k.op("mov.b32", "b32", "{" + lo + ", " + hi + "}"))
+        k.ins("st.shared.v4.u32", f"[{store_at}+{off}]" if off else f"[{store_at}]", "{" + ", ".join(words) + "}")
+    k.ins("bar.sync", "0")
+    read2 = k.op("add.s32", "b32", k.op("add.s32", "b32", smem, k.op("shl.b32", "b32", z, "9")),
+                 k.op("shl.b32", "b32", lane, "4"))
+    read3 = k.op("add.s32", "b32", smem, k.op("shl.b32", "b32", lane, "4"))
+    for at in (f"[{read2}]", f"[{read3}+2048]"):
+        a = k.regs(4)
+        k.ins("ld.shared.v4.u32", "{" + ", ".join(a) + "}", at)
+        b = frag(20000)
+        k.ins("bar.sync", "0")  # keeps the phases apart
+        k.mma(k.regs(2), a, b[:2], [zero, zero])
+    return k.module_text()
+
+
+def test_shared_staging_is_matched_to_what_was_stored():
+    f = parse(_staging_kernel()).function("stage")
+    phases, sources, _ = _spec(f)
+    assert [p.mma for p in phases] == [4, 1, 1] and all(p.identity for p in phases)
+    assert (phases[0].m, phases[0].n, phases[0].k) == (4, 1, 1)
+    assert sources[1]["a_source"] == sources[2]["a_source"] == "shared(pack(D of phase 1))"
+    assert sources[0]["b_source"] == "weight(param+40)"
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH")
+def test_the_staging_kernel_is_valid_ptx(tmp_path):
+    import shutil
+    import subprocess
+
+    src = tmp_path / "s.ptx"
+    src.write_text(_staging_kernel())
+    r = subprocess.run([shutil.which("ptxas"), "-arch=sm_90", str(src), "-o", str(tmp_path / "s.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

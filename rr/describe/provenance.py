@@ -74,10 +74,13 @@ _LANE_SPECIALS = {"%laneid": "laneid", "%tid.x": "tid.x", "%tid.y": "tid.y", "%t
 class Dataflow:
     """Reaching definitions and symbolic values over one linearised entry."""
 
-    def __init__(self, statements: list[Statement], params: dict[str, int]):
-        """`params`: each kernel parameter's byte offset in the parameter space (`param_offsets`)."""
+    def __init__(self, statements: list[Statement], params: dict[str, int], block_z: int = 4):
+        """`params`: each kernel parameter's byte offset in the parameter space (`param_offsets`);
+        `block_z`: how many %tid.z planes share a block's shared memory (for matching staged
+        stores to loads; from `.maxntid`/`.reqntid`, else the engine's 4)."""
         self.statements = statements
         self.params = params
+        self.block_z = block_z
         self.defs_at: dict[str, list[int]] = {}  # register -> statement numbers that define it
         for s in statements:
             for d in s.defs:
@@ -118,7 +121,7 @@ class Dataflow:
             v = op.value
             return Affine((), int(v)) if isinstance(v, int) else None
         if isinstance(op, Sym):
-            return Affine.of({op.name: 1}) if op.name in self.params else None
+            return Affine.of({op.name: 1})  # a parameter, or the address of a .shared/.global symbol
         if not isinstance(op, Reg):
             return None
         if op.name in _LANE_SPECIALS:
@@ -214,6 +217,15 @@ def _width(opcode: str, dest) -> int:
     return n * (len(dest.items) if isinstance(dest, Vec) else 1)
 
 
+def block_z(function) -> int:
+    """The %tid.z extent the entry declares (`.reqntid`/`.maxntid`), else the engine's 4."""
+    for key in ("reqntid", "maxntid"):
+        dims = function.directives.get(key)
+        if dims and len(dims) == 3:
+            return dims[2]
+    return 4
+
+
 def param_offsets(params) -> dict[str, int]:
     """Byte offset of each parameter in the parameter space, laid out in order with alignment."""
     out, at = {}, 0
@@ -282,7 +294,8 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
         if acc is None:
             return Source("computed", epilogues.of(stmt))
         if acc.space == "shared":
-            return Source("shared", "", [acc])
+            staged = _staged_source(flow, stmt, acc, d_of, epilogues, depth)
+            return Source("shared", staged, [acc])
         if acc.space == "param":
             return Source("input", "", [acc])
         kind = "weight" if acc.lane and "·laneid" in acc.lane and "&" not in acc.lane else "table"
@@ -310,6 +323,31 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
         if len(phases) == 1:
             return Source("transpose" if transpose else "pack", f"D of phase {phases.pop()}")
     return Source("computed", epilogues.of(stmt))
+
+
+def _addresses(acc: Access, planes: int) -> set[int]:
+    return {acc.offset + (acc.slab_stride or 0) * z for z in range(planes)}
+
+
+def _staged_source(flow: Dataflow, stmt: int, load: Access, d_of: dict, epilogues, depth: int) -> str:
+    """What the shared stores that a shared load reads had stored: stores before the load, with
+    the same base symbol and lane term, at an address any %tid.z plane of the block can meet."""
+    wanted = _addresses(load, flow.block_z)
+    found = set()
+    for s in reversed(flow.statements[:stmt - 1]):
+        if not s.opcode.startswith("st.shared"):
+            continue
+        acc = flow.access(s.stmt)
+        if acc is None or acc.base != load.base or acc.lane != load.lane:
+            continue
+        if not wanted & _addresses(acc, flow.block_z):
+            continue
+        data = flow.operands(s.stmt)[1]
+        regs = data.items if isinstance(data, Vec) else (data,)
+        for r in regs:
+            d = flow.definition(str(r), s.stmt)
+            found.add("?" if d is None else str(_trace(flow, d, d_of, epilogues, depth + 1)))
+    return " + ".join(sorted(found))
 
 
 class _Epilogues:

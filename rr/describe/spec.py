@@ -28,15 +28,16 @@ def weight_extent(sources: list[dict], params: dict[int, ParamUse]) -> int | Non
     return max(extents) if extents else None
 
 
-def spec_json(entry: str, statements: list[Statement], params: dict[str, int]) -> dict:
+def spec_json(entry: str, statements: list[Statement], params: dict[str, int], block_z: int = 4) -> dict:
     phases, epilogues = describe(statements, entry)
-    flow = Dataflow(statements, params)
+    flow = Dataflow(statements, params, block_z)
     sources = operand_sources(flow, phases, epilogues)
     summaries = [summarise_epilogue(flow, e) for e in epilogues]
     uses = summarise_params(flow)
     return {
         "entry": entry,
         "statements": len(statements),
+        "block_z": block_z,
         "phases": [{
             "phase": p.phase, "first_stmt": p.first_stmt, "last_stmt": p.last_stmt, "mma": p.mma,
             "opcode": p.opcode, "a_quads": p.a_quads, "b_pairs": p.b_pairs, "chains": p.chains,
@@ -55,8 +56,8 @@ def spec_json(entry: str, statements: list[Statement], params: dict[str, int]) -
     }
 
 
-def spec_table(entry: str, statements: list[Statement], params: dict[str, int]) -> str:
-    spec = spec_json(entry, statements, params)
+def spec_table(entry: str, statements: list[Statement], params: dict[str, int], block_z: int = 4) -> str:
+    spec = spec_json(entry, statements, params, block_z)
     phases = sources = spec["phases"]
     lines = [f"{entry}: {len(statements)} statements, {len(phases)} phases, "
              f"{sum(p['mma'] for p in phases)} mma", "",
