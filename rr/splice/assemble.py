@@ -1,0 +1,104 @@
+"""Assembling a spliced module: the cut's text replaced, new registers declared, nothing else moved.
+
+The splice works on the module text: the characters from the first cut statement's first
+character to the last cut statement's `;` are replaced by the template's statements, and the
+template's new registers get `.reg` declarations after the entry's own. Every other byte of the
+file is kept, so everything outside the cut is unchanged by construction — and then checked: the
+spliced module is parsed again, round-trips, and its statements outside the cut are compared with
+the original's one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+from rr.ptx import emit, linearise, parse
+from rr.ptx.model import Directive, Function
+
+
+class SpliceError(ValueError):
+    """A splice that cannot be assembled; names the entry, the cut and the reason."""
+
+
+@dataclass
+class Splice:
+    text: str  # the spliced module
+    cut: tuple  # (first, last) statements of the original
+    inserted: int  # statements the replacement has
+    declared: list = field(default_factory=list)  # new .reg declaration lines
+    outside_checked: int = 0  # statements outside the cut compared and found identical
+
+
+def _offsets(text: str, function: Function) -> list[tuple[int, int]]:
+    """(start, end) character offsets of every statement of the entry in the module text."""
+    out = []
+    line_starts = [0, *accumulate(len(line) for line in text.splitlines(keepends=True))]
+    for ins in function.instructions():
+        body = ins.render()
+        start = text.index(body, line_starts[ins.line - 1])
+        out.append((start, start + len(body)))
+    return out
+
+
+def assemble(text: str, entry: str, first: int, last: int, replacement: list[str],
+             declarations: list[str] = (), source: str = "<module>") -> Splice:
+    """Replace statements first..last (1-based) of `entry` by the `replacement` statement texts
+    (each a complete instruction ending in ';'), adding `declarations` (e.g. '.reg .b32 %rr<4>;')."""
+    module = parse(text, source)
+    try:
+        function = module.function(entry)
+    except KeyError as e:
+        raise SpliceError(e.args[0]) from None
+    before = linearise(function)
+    if not 1 <= first <= last <= len(before):
+        raise SpliceError(f"{entry}: cut s{first}–s{last} is outside its {len(before)} statements")
+    scopes = {s.scope for s in before[first - 1:last]}
+    if len(scopes) != 1:
+        raise SpliceError(f"{entry}: cut s{first}–s{last} would split a {{ … }} scope block "
+                          f"(its statements lie in scopes {sorted(scopes)})")
+    spans = _offsets(text, function)
+    start, end = spans[first - 1][0], spans[last - 1][1]
+    new_body = "\n\t".join(r.strip() for r in replacement)
+    spliced = text[:start] + new_body + text[end:]
+    declared = [d.strip() for d in declarations]
+    if declared:
+        spliced = _declare(spliced, entry, declared, source)
+    out = Splice(spliced, (first, last), len(replacement), declared)
+    out.outside_checked = check_outside(text, spliced, entry, first, last, len(replacement), source)
+    return out
+
+
+def _declare(text: str, entry: str, declarations: list[str], source: str) -> str:
+    """Insert `.reg` declarations after the entry's last top-level `.reg`."""
+    module = parse(text, source)
+    function = module.function(entry)
+    regs = [item for item in function.body if isinstance(item, Directive) and item.kind == "reg"]
+    if not regs:
+        raise SpliceError(f"{entry}: no .reg declarations to add the template's registers after")
+    anchor = regs[-1]
+    lines = text.split("\n")
+    at = anchor.line - 1 + anchor.text.count("\n")
+    lines[at] = lines[at] + "".join(f"\n\t{d}" for d in declarations)
+    return "\n".join(lines)
+
+
+def check_outside(original: str, spliced: str, entry: str, first: int, last: int, inserted: int,
+                  source: str = "<module>") -> int:
+    """Every statement outside the cut is textually the same, in the same order; the spliced
+    module round-trips. Returns how many statements were compared; raises SpliceError otherwise."""
+    new = parse(spliced, f"{source} (spliced)")
+    if emit(new) != spliced:
+        raise SpliceError(f"{entry}: the spliced module does not round-trip through the front end")
+    a = linearise(parse(original, source).function(entry))
+    b = linearise(new.function(entry))
+    expected = len(a) - (last - first + 1) + inserted
+    if len(b) != expected:
+        raise SpliceError(f"{entry}: the spliced entry has {len(b)} statements, expected {expected}")
+    outside_a = a[:first - 1] + a[last:]
+    outside_b = b[:first - 1] + b[first - 1 + inserted:]
+    for x, y in zip(outside_a, outside_b):
+        if x.text != y.text:
+            raise SpliceError(f"{entry}: statement s{x.stmt} (line {x.line}) changed outside the cut: "
+                              f"{x.text!r} became {y.text!r}")
+    return len(outside_a)
