@@ -162,6 +162,26 @@ def cmd_describe(args) -> int:
     return 0
 
 
+def cmd_splice(args) -> int:
+    from rr.splice.assemble import SpliceError
+    from rr.splice.recipe import RecipeError, load_recipe
+    from rr.splice.splice import splice
+
+    if not Path(args.file).is_file():
+        raise UserError(f"{args.file}: no such file")
+    recipe = Path(args.recipe)
+    if not recipe.suffix:
+        recipe = Path("config/recipes") / f"{args.recipe}.yaml"
+    try:
+        record = splice(args.file, args.entry, load_recipe(recipe), args.phase, args.output)
+    except (RecipeError, SpliceError) as e:
+        raise UserError(str(e)) from None
+    print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
+          f"s{record['cut']['last_stmt']}, {len(record['live_in'])} live-in, {len(record['live_out'])} live-out, "
+          f"{record['outside_statements_checked']} statements outside unchanged")
+    return 0
+
+
 def cmd_compile(args) -> int:
     import json
 
@@ -296,6 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entry", required=True)
     s.add_argument("-o", "--output", required=True, help="output directory")
     s.set_defaults(func=cmd_describe)
+
+    s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
+    s.add_argument("file")
+    s.add_argument("--entry", required=True)
+    s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
+    s.add_argument("--phase", type=int, help="the phase to cut (default: the recipe's)")
+    s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
+    s.set_defaults(func=cmd_splice)
 
     s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
     s.add_argument("ptx")

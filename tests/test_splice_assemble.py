@@ -55,12 +55,19 @@ def _decl_line(lines):
 
 
 def test_a_statement_count_that_does_not_add_up_is_caught():
-    # the original text as the "spliced" one, but claiming the cut was replaced by nothing
+    # the 17 statements after phase 2 removed: more than its 16-statement cut can account for
     from rr.splice.assemble import check_outside
 
-    p = _phase(1)
-    with pytest.raises(SpliceError, match=f"has {len(linearise(parse(SAMPLE).function(ENTRY)))} statements, expected"):
-        check_outside(SAMPLE, SAMPLE, ENTRY, p.first_stmt, p.last_stmt, 0)
+    p = _phase(2)
+    with pytest.raises(SpliceError, match="fewer than the"):
+        check_outside(SAMPLE, _drop_statement(SAMPLE), ENTRY, p.first_stmt, p.last_stmt)
+
+
+def _drop_statement(text):
+    stmts = linearise(parse(text).function(ENTRY))
+    for s in stmts[-17:]:
+        text = text.replace("\t" + s.text + "\n", "", 1)
+    return text
 
 
 def test_outside_text_changes_are_reported_with_the_statement():
@@ -70,7 +77,7 @@ def test_outside_text_changes_are_reported_with_the_statement():
     from rr.splice.assemble import check_outside
 
     with pytest.raises(SpliceError, match=rf"statement s{stmts[-2].stmt} .*changed outside the cut"):
-        check_outside(SAMPLE, changed, ENTRY, p.first_stmt, p.last_stmt, p.mma)
+        check_outside(SAMPLE, changed, ENTRY, p.first_stmt, p.last_stmt)
 
 
 def test_a_cut_that_would_split_a_scope_block_is_refused():

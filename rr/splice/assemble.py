@@ -42,9 +42,10 @@ def _offsets(text: str, function: Function) -> list[tuple[int, int]]:
 
 
 def assemble(text: str, entry: str, first: int, last: int, replacement: list[str],
-             declarations: list[str] = (), source: str = "<module>") -> Splice:
-    """Replace statements first..last (1-based) of `entry` by the `replacement` statement texts
-    (each a complete instruction ending in ';'), adding `declarations` (e.g. '.reg .b32 %rr<4>;')."""
+             declarations: list[str] = (), source: str = "<module>", functions: list[str] = ()) -> Splice:
+    """Replace statements first..last (1-based) of `entry` by the `replacement` texts (complete
+    instructions, or `{ … }` blocks of them), adding `declarations` (e.g. '.reg .b32 %rr<4>;') to
+    the entry and `functions` (whole `.func` texts) to the module, just before the entry."""
     module = parse(text, source)
     try:
         function = module.function(entry)
@@ -64,9 +65,11 @@ def assemble(text: str, entry: str, first: int, last: int, replacement: list[str
     declared = [d.strip() for d in declarations]
     if declared:
         spliced = _declare(spliced, entry, declared, source)
-    out = Splice(spliced, (first, last), len(replacement), declared)
-    out.outside_checked = check_outside(text, spliced, entry, first, last, len(replacement), source)
-    return out
+    if functions:
+        at = sum(len(line) for line in spliced.splitlines(keepends=True)[:function.line - 1])
+        spliced = spliced[:at] + "\n\n".join(f.strip() for f in functions) + "\n\n" + spliced[at:]
+    checked, inserted = check_outside(text, spliced, entry, first, last, source)
+    return Splice(spliced, (first, last), inserted, declared, checked)
 
 
 def _declare(text: str, entry: str, declarations: list[str], source: str) -> str:
@@ -83,22 +86,24 @@ def _declare(text: str, entry: str, declarations: list[str], source: str) -> str
     return "\n".join(lines)
 
 
-def check_outside(original: str, spliced: str, entry: str, first: int, last: int, inserted: int,
-                  source: str = "<module>") -> int:
-    """Every statement outside the cut is textually the same, in the same order; the spliced
-    module round-trips. Returns how many statements were compared; raises SpliceError otherwise."""
+def check_outside(original: str, spliced: str, entry: str, first: int, last: int,
+                  source: str = "<module>") -> tuple[int, int]:
+    """Every statement outside the cut is textually the same, in the same order, and the spliced
+    module round-trips. Returns (statements compared, statements the replacement has); raises
+    SpliceError naming the first statement that differs."""
     new = parse(spliced, f"{source} (spliced)")
     if emit(new) != spliced:
         raise SpliceError(f"{entry}: the spliced module does not round-trip through the front end")
     a = linearise(parse(original, source).function(entry))
     b = linearise(new.function(entry))
-    expected = len(a) - (last - first + 1) + inserted
-    if len(b) != expected:
-        raise SpliceError(f"{entry}: the spliced entry has {len(b)} statements, expected {expected}")
+    inserted = len(b) - (len(a) - (last - first + 1))
+    if inserted < 0:
+        raise SpliceError(f"{entry}: the spliced entry has {len(b)} statements, fewer than the "
+                          f"{len(a) - (last - first + 1)} outside the cut")
     outside_a = a[:first - 1] + a[last:]
     outside_b = b[:first - 1] + b[first - 1 + inserted:]
     for x, y in zip(outside_a, outside_b):
         if x.text != y.text:
             raise SpliceError(f"{entry}: statement s{x.stmt} (line {x.line}) changed outside the cut: "
                               f"{x.text!r} became {y.text!r}")
-    return len(outside_a)
+    return len(outside_a), inserted

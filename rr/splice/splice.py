@@ -1,0 +1,71 @@
+"""`rr splice`: a recipe applied to one phase of an entry — the cut chosen, its liveness computed,
+the template's code assembled in its place, the result checked — written as OUT.ptx and
+OUT.splice.json, or refused with the phase, registers and reason and no output file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from rr.describe import find_epilogues, find_phases
+from rr.io import write_json, write_text
+from rr.ptx import linearise, parse_file
+from rr.splice.assemble import SpliceError, assemble
+from rr.splice.liveness import cut_liveness
+from rr.splice.recipe import Recipe
+
+IMPLEMENTED = ("isolate",)
+
+
+def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
+    """The statements to cut: the phase, widened into its neighbouring epilogues as the recipe says."""
+    if not 1 <= phase <= len(phases):
+        raise SpliceError(f"phase {phase} does not exist: the entry has phases 1–{len(phases)}")
+    p = phases[phase - 1]
+    first, last = p.first_stmt, p.last_stmt
+    before, after = epilogues[phase - 1], epilogues[phase]
+    if recipe.with_epilogue_before and before.stmts:
+        n = before.stmts if recipe.with_epilogue_before == "all" else min(recipe.with_epilogue_before, before.stmts)
+        first -= n
+    if recipe.with_epilogue_after and after.stmts:
+        n = after.stmts if recipe.with_epilogue_after == "all" else min(recipe.with_epilogue_after, after.stmts)
+        last += n
+    return first, last
+
+
+def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path) -> dict:
+    """Apply `recipe` to `phase` (default: the recipe's) and write output and output.splice.json."""
+    if recipe.template not in IMPLEMENTED:
+        raise SpliceError(f"template {recipe.template!r} (recipe {recipe.source or recipe.name}) is not "
+                          f"implemented yet; implemented: {', '.join(IMPLEMENTED)}")
+    ptx = Path(ptx)
+    text = ptx.read_text()
+    module = parse_file(ptx)
+    try:
+        function = module.function(entry)
+    except KeyError as e:
+        raise SpliceError(e.args[0]) from None
+    statements = linearise(function)
+    phases = find_phases(statements)
+    phase = phase or recipe.phase
+    first, last = cut_range(recipe, phase, phases, find_epilogues(statements, phases))
+    live = cut_liveness(function, statements, first, last)
+    from rr.templates.isolate import isolate
+
+    name = f"rr_{entry}_phase{phase}_isolated"
+    try:
+        iso = isolate(function, statements, first, last, live.live_in, live.live_out, name)
+    except ValueError as e:
+        raise SpliceError(f"phase {phase}: {e}") from None
+    result = assemble(text, entry, first, last, [iso.call_site], functions=[iso.function], source=str(ptx))
+    record = {
+        "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
+        "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},
+        "inserted_statements": result.inserted, "outside_statements_checked": result.outside_checked,
+        "live_in": live.live_in, "live_out": live.live_out, "predicates_in": live.predicates_in,
+        "predicates_out": live.predicates_out, "source_sha1": hashlib.sha1(text.encode()).hexdigest(),
+        "spliced_sha1": hashlib.sha1(result.text.encode()).hexdigest(),
+    }
+    write_text(output, result.text)
+    write_json(str(output) + ".splice.json", record)
+    return record

@@ -1,0 +1,2 @@
+"""Native phase emitters ("wave templates") for splicing: each turns a cut into replacement code
+that reads exactly the cut's live-ins and defines exactly its live-outs."""
