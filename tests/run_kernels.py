@@ -52,23 +52,3 @@ def copy_launch(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
 
-
-def sample_launch(directory: Path, module: Path, seed: int = 3) -> None:
-    """The bundled sample kernel (mma_chain.cu at 4 x 4 x 3): random finite e4m3 fragments, a
-    random f16x2 bias, one warp."""
-    rng = np.random.default_rng(seed)
-
-    def e4m3(n):
-        return rng.uniform(-2, 2, n).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
-
-    m, n, k = 4, 4, 3
-    arrays = {"a": e4m3(m * k * 32 * 16), "b": e4m3(n * k * 32 * 8),
-              "bias": rng.uniform(-1, 1, n * 4 * 2).astype(np.float16).view(np.uint32).copy(),
-              "out": np.zeros((m * n * 32, 2), dtype=np.uint32)}
-    launch = Launch(entry="cuda_dldn_engine_swin_sample_kernel", module="kernel.ptx", grid=(1, 1, 1),
-                    block=(32, 1, 1), layout="list",
-                    fields=tuple(Field("buffer", buffer=b) for b in ("a", "b", "bias", "out")),
-                    buffers={"a": Buffer("a", "a.npy", "in", dtype="e4m3"), "b": Buffer("b", "b.npy", "in", dtype="e4m3"),
-                             "bias": Buffer("bias", "bias.npy", "in", dtype="float16"),
-                             "out": Buffer("out", "out.npy", "out", dtype="float16")})
-    write_launch(directory, launch, arrays, module)

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import PTXAS
 from rr.ptx import linearise, parse_file
-from run_kernels import sample_launch
+from rr.corpus.sample import sample_launch
 
 SAMPLE = Path(__file__).resolve().parents[1] / "rr" / "data" / "sample_swin.ptx"
 ENTRY = "cuda_dldn_engine_swin_sample_kernel"

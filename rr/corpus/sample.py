@@ -9,6 +9,10 @@ containers, so extraction is exercised for real. The synthetic engine replaces i
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
 
 from rr.corpus.fatbin import KIND_ELF, KIND_PTX, write_container
 
@@ -32,3 +36,26 @@ def sample_engine() -> bytes:
         write_container([(KIND_PTX, 89, ptx, "zstd")]),
         b"\0trailing resources\0",
     ])
+
+
+def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> None:
+    """A launch directory for the sample kernel (or a splice of it): random finite e4m3 A and B
+    fragments, a random f16x2 bias, one warp, the 16 output tiles."""
+    from rr.run.launch import Buffer, Field, Launch, write_launch
+
+    rng = np.random.default_rng(seed)
+
+    def e4m3(n):
+        return rng.uniform(-2, 2, n).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+
+    m, n, k = 4, 4, 3
+    arrays = {"a": e4m3(m * k * 32 * 16), "b": e4m3(n * k * 32 * 8),
+              "bias": rng.uniform(-1, 1, n * 4 * 2).astype(np.float16).view(np.uint32).copy(),
+              "out": np.zeros((m * n * 32, 2), dtype=np.uint32)}
+    launch = Launch(entry=SAMPLE_ENTRY, module="kernel.ptx", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
+                    fields=tuple(Field("buffer", buffer=b) for b in ("a", "b", "bias", "out")),
+                    buffers={"a": Buffer("a", "a.npy", "in", dtype="e4m3"),
+                             "b": Buffer("b", "b.npy", "in", dtype="e4m3"),
+                             "bias": Buffer("bias", "bias.npy", "in", dtype="float16"),
+                             "out": Buffer("out", "out.npy", "out", dtype="float16")})
+    write_launch(directory, launch, arrays, module)
