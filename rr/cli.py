@@ -16,6 +16,10 @@ class UserError(Exception):
     """Bad input or arguments: printed without a traceback, exit status 2."""
 
 
+class NoPhases(UserError):
+    """An entry without mma statements: reported with exit status 1."""
+
+
 def _load(path: str, entry: str | None = None):
     """Parse a PTX file; a corpus directory (from `rr extract`) resolves to the module of `entry`."""
     from rr.corpus import find_entry
@@ -125,40 +129,36 @@ def cmd_sample_engine(args) -> int:
     return 0
 
 
-def cmd_spec(args) -> int:
-    import json
-
+def _described(args) -> dict:
+    """DESIGN §3's description of args.entry in args.file; UserError if it has no phases."""
     from rr.describe.provenance import block_z, param_offsets
-    from rr.describe.spec import NothingToDescribe, spec_json, spec_table
+    from rr.describe.spec import NothingToDescribe, spec_json
     from rr.ptx import linearise
 
     module, _ = _load(args.file, args.entry)
     f = _function(module, args.entry)
-    statements = linearise(f)
     try:
-        params, z = param_offsets(f.params), block_z(f)
-        print(json.dumps(spec_json(f.name, statements, params, z), indent=2) if args.json
-              else spec_table(f.name, statements, params, z))
+        return spec_json(f.name, linearise(f), param_offsets(f.params), block_z(f))
     except NothingToDescribe as e:
-        print(f"rr: {e}", file=sys.stderr)
-        return 1
+        raise NoPhases(str(e)) from None
+
+
+def cmd_spec(args) -> int:
+    import json
+
+    from rr.describe.spec import spec_table
+
+    spec = _described(args)
+    print(json.dumps(spec, indent=2) if args.json else spec_table(spec))
     return 0
 
 
 def cmd_describe(args) -> int:
-    from rr.describe.provenance import block_z, param_offsets
-    from rr.describe.spec import NothingToDescribe, spec_json, write_description
-    from rr.ptx import linearise
+    from rr.describe.spec import write_description
 
-    module, _ = _load(args.file, args.entry)
-    f = _function(module, args.entry)
-    try:
-        spec = spec_json(f.name, linearise(f), param_offsets(f.params), block_z(f))
-    except NothingToDescribe as e:
-        print(f"rr: {e}", file=sys.stderr)
-        return 1
+    spec = _described(args)
     write_description(spec, args.output)
-    print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {f.name}")
+    print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {spec['entry']}")
     return 0
 
 
@@ -366,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except NoPhases as e:
+        print(f"rr: {e}", file=sys.stderr)
+        return 1
     except (UserError, ParseError) as e:
         print(f"rr: error: {e}", file=sys.stderr)
         return 2

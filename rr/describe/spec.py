@@ -56,10 +56,10 @@ def spec_json(entry: str, statements: list[Statement], params: dict[str, int], b
     }
 
 
-def spec_table(entry: str, statements: list[Statement], params: dict[str, int], block_z: int = 4) -> str:
-    spec = spec_json(entry, statements, params, block_z)
+def spec_table(spec: dict) -> str:
+    """The phase table for people, like the reference document's §2.2, from `spec_json`'s object."""
     phases = sources = spec["phases"]
-    lines = [f"{entry}: {len(statements)} statements, {len(phases)} phases, "
+    lines = [f"{spec['entry']}: {spec['statements']} statements, {len(phases)} phases, "
              f"{sum(p['mma'] for p in phases)} mma", "",
              f"{'#':>3}  {'statements':<15} {'mma':>4} {'A':>3} {'B':>3} {'chains×len':>11} "
              f"{'m':>3} {'n':>3} {'k':>3} {'M':>5} {'N':>5} {'K':>5}  identity"]

@@ -226,12 +226,10 @@ class Instruction:
         out.append(self.render())
 
 
-@dataclass(slots=True, eq=False)
-class Label:
-    name: str
-    text: str
-    lead: str = ""
-    line: int = 0
+class _Verbatim:
+    """A node emitted exactly as it was read: its lead, then its text."""
+
+    __slots__ = ()
 
     def emit(self, out: list) -> None:
         out.append(self.lead)
@@ -239,7 +237,15 @@ class Label:
 
 
 @dataclass(slots=True, eq=False)
-class Directive:
+class Label(_Verbatim):
+    name: str
+    text: str
+    lead: str = ""
+    line: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Directive(_Verbatim):
     """A directive statement: `.reg`, `.shared`, `.local`, `.param`, `.pragma`, `.loc`, …
 
     `kind` is the leading directive (`reg`, `loc`, …); the text is kept verbatim.
@@ -249,10 +255,6 @@ class Directive:
     text: str
     lead: str = ""
     line: int = 0
-
-    def emit(self, out: list) -> None:
-        out.append(self.lead)
-        out.append(self.text)
 
     def register_names(self) -> list[str]:
         """For a `.reg` declaration: the register names it declares (`%r<3>` → %r0, %r1, %r2)."""
@@ -381,17 +383,13 @@ class Function:
 
 
 @dataclass(slots=True, eq=False)
-class TopLevel:
+class TopLevel(_Verbatim):
     """Any other module-level item (`.version`, `.global …;`, `.section … { }`), verbatim."""
 
     kind: str
     text: str
     lead: str = ""
     line: int = 0
-
-    def emit(self, out: list) -> None:
-        out.append(self.lead)
-        out.append(self.text)
 
 
 @dataclass(slots=True, eq=False)
