@@ -1,5 +1,6 @@
-"""On a GPU: the isolate splice of each phase of the bundled sample kernel — byte identity of the
-output against the unspliced kernel, and the time ratio spliced / reference (`rr time`).
+"""On a GPU: the isolate and f32acc splices of each phase of the bundled sample kernel — byte
+identity and PSNR of the output against the unspliced kernel, and the time ratio spliced /
+reference (`rr time`).
 
     python benchmarks/splice_sample.py
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from rr.corpus.sample import SAMPLE_ENTRY, sample_launch
 
 SAMPLE = Path(__file__).resolve().parents[1] / "rr" / "data" / "sample_swin.ptx"
-RECIPE = Path(__file__).resolve().parents[1] / "config" / "recipes" / "isolate.yaml"
+RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 
 
 def rr(*args) -> subprocess.CompletedProcess:
@@ -27,20 +28,25 @@ def main() -> None:
         d = Path(d)
         sample_launch(d / "ref", SAMPLE)
         rr("run", str(d / "ref"), "-o", str(d / "ref_out"))
-        print(f"{'phase':>5} {'identical':>9} {'ref ms':>9} {'spliced ms':>10} {'ratio':>7} {'noise':>6}")
-        for phase in (1, 2):
-            spliced = d / f"p{phase}.ptx"
-            r = rr("splice", str(SAMPLE), "--entry", SAMPLE_ENTRY, "--recipe", str(RECIPE), "--phase", str(phase),
-                   "-o", str(spliced))
-            if r.returncode:
-                sys.exit(r.stderr)
-            sample_launch(d / f"l{phase}", spliced)
-            rr("run", str(d / f"l{phase}"), "-o", str(d / f"o{phase}"))
-            same = rr("compare", str(d / "ref_out"), str(d / f"o{phase}")).returncode == 0
-            rr("time", str(d / "ref"), "--vs", str(d / f"l{phase}"), "--time-limit", "20", "-o", str(d / "t.json"))
-            t = json.loads((d / "t.json").read_text())
-            print(f"{phase:>5} {str(same):>9} {t['reference']['median_ms']:>9.4f} {t['other']['median_ms']:>10.4f} "
-                  f"{t['ratio']:>7.3f} {t['ratio_noise']:>6.2%}")
+        print(f"{'template':<8} {'phase':>5} {'identical':>9} {'PSNR dB':>8} {'ref ms':>9} {'spliced ms':>10} "
+              f"{'ratio':>7} {'noise':>6}")
+        for template in ("isolate", "f32acc"):
+            for phase in (1, 2):
+                tag = f"{template}{phase}"
+                spliced = d / f"{tag}.ptx"
+                r = rr("splice", str(SAMPLE), "--entry", SAMPLE_ENTRY, "--recipe", str(RECIPES / f"{template}.yaml"),
+                       "--phase", str(phase), "-o", str(spliced))
+                if r.returncode:
+                    sys.exit(r.stderr)
+                sample_launch(d / tag, spliced)
+                rr("run", str(d / tag), "-o", str(d / f"{tag}_out"))
+                rows = json.loads(rr("compare", str(d / "ref_out"), str(d / f"{tag}_out"), "--json").stdout)
+                out = next(row for row in rows if row["buffer"] == "out")
+                rr("time", str(d / "ref"), "--vs", str(d / tag), "--time-limit", "20", "-o", str(d / "t.json"))
+                t = json.loads((d / "t.json").read_text())
+                psnr = out["psnr_db"] if out["psnr_db"] == "inf" else f"{out['psnr_db']:.1f}"
+                print(f"{template:<8} {phase:>5} {str(out['identical']):>9} {psnr:>8} {t['reference']['median_ms']:>9.4f} "
+                      f"{t['other']['median_ms']:>10.4f} {t['ratio']:>7.3f} {t['ratio_noise']:>6.2%}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
 
-IMPLEMENTED = ("isolate",)
+IMPLEMENTED = ("isolate", "f32acc")
 
 
 def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
@@ -31,6 +31,19 @@ def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
         n = after.stmts if recipe.with_epilogue_after == "all" else min(recipe.with_epilogue_after, after.stmts)
         last += n
     return first, last
+
+
+def _template(name: str, function, statements, first: int, last: int, live, func_name: str):
+    """(replacement statements, new register declarations, new functions) from a template."""
+    if name == "isolate":
+        from rr.templates.isolate import isolate
+
+        iso = isolate(function, statements, first, last, live.live_in, live.live_out, func_name)
+        return [iso.call_site], [], [iso.function]
+    from rr.templates.f32acc import f32acc
+
+    replacement, declarations = f32acc(statements, first, last, live.live_out)
+    return replacement, declarations, []
 
 
 def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path) -> dict:
@@ -50,14 +63,12 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     phase = phase or recipe.phase
     first, last = cut_range(recipe, phase, phases, find_epilogues(statements, phases))
     live = cut_liveness(function, statements, first, last)
-    from rr.templates.isolate import isolate
-
-    name = f"rr_{entry}_phase{phase}_isolated"
     try:
-        iso = isolate(function, statements, first, last, live.live_in, live.live_out, name)
+        replacement, declarations, functions = _template(recipe.template, function, statements, first, last,
+                                                         live, f"rr_{entry}_phase{phase}_isolated")
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
-    result = assemble(text, entry, first, last, [iso.call_site], functions=[iso.function], source=str(ptx))
+    result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions)
     record = {
         "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
         "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},

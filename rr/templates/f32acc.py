@@ -1,0 +1,68 @@
+"""The `f32acc` template: the phase's chains accumulated in f32, rounded to f16 once at the end.
+
+Each accumulator chain becomes a chain of `mma…f32.e4m3.e4m3.f32` on four f32 registers. Its seed
+is the original f16 C pair widened (fragment layout: f16 reg0 = row g, columns 2t and 2t+1, reg1 =
+row g+8; f32 regs 0,1 = row g, regs 2,3 = row g+8), and every D the rest of the kernel reads is
+narrowed back with `cvt.rn.f16x2.f32` into the register it had. A numerics variant: judged by
+PSNR, not identity.
+"""
+
+from __future__ import annotations
+
+from rr.ptx.linearise import Statement
+from rr.ptx.model import Vec
+from rr.ptx.operands import parse_instruction
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def _regs(op) -> tuple:
+    return tuple(str(x) for x in op.items) if isinstance(op, Vec) else (str(op),)
+
+
+def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str]]:
+    """(replacement statements, new register declarations) for a cut of mma statements only."""
+    cut = statements[first - 1:last]
+    others = [s for s in cut if not s.opcode.startswith("mma.")]
+    if others:
+        raise TemplateError(f"f32acc replaces mma statements only; the cut s{first}–s{last} also has "
+                            f"{others[0].opcode} at s{others[0].stmt}")
+    out: list[str] = []
+    wide: dict[tuple, list[str]] = {}  # f16 D pair of this cut -> the f32 quad holding it
+    n_f32 = n_b16 = 0
+
+    def f32() -> str:
+        nonlocal n_f32
+        n_f32 += 1
+        return f"%rrf{n_f32 - 1}"
+
+    def b16() -> str:
+        nonlocal n_b16
+        n_b16 += 1
+        return f"%rrh{n_b16 - 1}"
+
+    needed = set(live_out)
+    for s in cut:
+        _, opcode, ops = parse_instruction(s.text)
+        if ".f16.e4m3.e4m3.f16" not in opcode:
+            raise TemplateError(f"s{s.stmt}: {opcode} is not an f16-accumulating e4m3 mma")
+        d, a, b, c = (_regs(op) for op in ops[:4])
+        acc = wide.get(c)
+        if acc is None:  # a chain's seed: widen the f16 pair
+            acc = [f32() for _ in range(4)]
+            for reg, (lo, hi) in zip(c, ((acc[0], acc[1]), (acc[2], acc[3]))):
+                h_lo, h_hi = b16(), b16()
+                out += [f"mov.b32 \t{{{h_lo}, {h_hi}}}, {reg};", f"cvt.f32.f16 \t{lo}, {h_lo};",
+                        f"cvt.f32.f16 \t{hi}, {h_hi};"]
+        new = [f32() for _ in range(4)]
+        out.append(f"{opcode.replace('.f16.e4m3.e4m3.f16', '.f32.e4m3.e4m3.f32')}\n\t{{{', '.join(new)}}},\n"
+                   f"\t{{{', '.join(a)}}},\n\t{{{', '.join(b)}}}, {{{', '.join(acc)}}};")
+        wide[d] = new
+        if needed & set(d):
+            # cvt.rn.f16x2.f32 d, hi, lo: the first source goes to the upper half
+            out += [f"cvt.rn.f16x2.f32 \t{d[0]}, {new[1]}, {new[0]};",
+                    f"cvt.rn.f16x2.f32 \t{d[1]}, {new[3]}, {new[2]};"]
+    declarations = [f".reg .f32 \t%rrf<{n_f32}>;"] + ([f".reg .b16 \t%rrh<{n_b16}>;"] if n_b16 else [])
+    return out, declarations
