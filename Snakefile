@@ -12,8 +12,11 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
+include: "workflow/rules/describe.smk"
+include: "workflow/rules/splice.smk"
 
 
 rule all:
     input:
         expand("results/{layer}/statements.parquet", layer=config["layers"]),
+        expand("results/{layer}/descriptor.json", layer=config["layers"]),

@@ -20,19 +20,27 @@ class NoPhases(UserError):
     """An entry without mma statements: reported with exit status 1."""
 
 
-def _load(path: str, entry: str | None = None):
-    """Parse a PTX file; a corpus directory (from `rr extract`) resolves to the module of `entry`."""
+def _resolve(path: str, entry: str | None = None) -> Path:
+    """A PTX file as given, or — for a corpus directory made by `rr extract` — the module that
+    defines `entry`."""
     from rr.corpus import find_entry
-    from rr.ptx import parse_file
 
     p = Path(path)
     if p.is_dir() and (p / "index.parquet").is_file() and entry:
         hits = [m for m, e in find_entry(p, f"^{re.escape(entry)}$")]
         if not hits:
             raise UserError(f"{path}: no module in this corpus defines entry {entry!r}")
-        p = hits[0]
-    elif not p.is_file():
+        return hits[0]
+    if not p.is_file():
         raise UserError(f"{path}: no such file")
+    return p
+
+
+def _load(path: str, entry: str | None = None):
+    """Parse a PTX file, or the module of `entry` in a corpus directory."""
+    from rr.ptx import parse_file
+
+    p = _resolve(path, entry)
     return parse_file(p), str(p)
 
 
@@ -167,13 +175,12 @@ def cmd_splice(args) -> int:
     from rr.splice.recipe import RecipeError, load_recipe
     from rr.splice.splice import splice
 
-    if not Path(args.file).is_file():
-        raise UserError(f"{args.file}: no such file")
+    ptx = _resolve(args.file, args.entry)
     recipe = Path(args.recipe)
     if not recipe.suffix:
         recipe = Path("config/recipes") / f"{args.recipe}.yaml"
     try:
-        record = splice(args.file, args.entry, load_recipe(recipe), args.phase, args.output)
+        record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output)
     except (RecipeError, SpliceError) as e:
         raise UserError(str(e)) from None
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
@@ -197,8 +204,10 @@ def cmd_compile(args) -> int:
         print(f"rr: {result.status}: {args.ptx}: {result.message}", file=sys.stderr)
         return 1
     for f in result.functions.values():
-        print(f"{f.name}: {f.registers} registers, {f.spill_stores}/{f.spill_loads} bytes spill "
-              f"stores/loads, {f.stack_frame} bytes stack, {f.shared_bytes} bytes shared")
+        regs = f"{f.registers} registers, " if f.registers is not None else ""
+        shared = f", {f.shared_bytes} bytes shared" if f.shared_bytes is not None else ""
+        print(f"{f.name}: {regs}{f.spill_stores}/{f.spill_loads} bytes spill stores/loads, "
+              f"{f.stack_frame} bytes stack{shared}")
     print(f"{args.output}: {args.arch}, ptxas {result.compile_ms:.0f} ms; report {report}")
     return 0
 
@@ -318,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_describe)
 
     s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
-    s.add_argument("file")
+    s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
     s.add_argument("--phase", type=int, help="the phase to cut (default: the recipe's)")

@@ -58,3 +58,26 @@ def test_unknown_layer_fails_with_the_entry_named(workdir):
     log = (workdir / "logs/linearise/enc7.log").read_text()
     assert "no module in this corpus defines entry 'cuda_dldn_engine_swin_enc7_kernel'" in log
     assert not (workdir / "results/enc7/statements.parquet").exists()
+
+
+def test_describe_splice_and_compile_targets(workdir):
+    from conftest import PTXAS
+
+    targets = ["results/sample/descriptor.json", "results/sample/phase2/isolate.ptx"]
+    if PTXAS:
+        targets.append("results/sample/phase2/f32acc.cubin")
+    r = _snakemake(workdir, *targets)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    import json
+
+    spec = json.loads((workdir / "results/sample/descriptor.json").read_text())
+    assert [p["mma"] for p in spec["phases"]] == [32, 16]
+    record = json.loads((workdir / "results/sample/phase2/isolate.ptx.splice.json").read_text())
+    assert record["status"] == "ok" and record["phase"] == 2
+    if PTXAS:
+        report = json.loads((workdir / "results/sample/phase2/f32acc.cubin.json").read_text())
+        assert report["status"] == "ok"
+    bad = _snakemake(workdir, "results/sample/phase9/isolate.ptx")
+    assert bad.returncode != 0
+    assert "phase 9 does not exist: the entry has phases 1–2" in (workdir / "logs/splice/sample_phase9_isolate.log").read_text()
+    assert not (workdir / "results/sample/phase9/isolate.ptx").exists()

@@ -8,3 +8,11 @@ def corpus_source():
 
 def layer_entry(wildcards):
     return config["corpus"]["entry_pattern"].format(layer=wildcards.layer)
+
+
+def layer_dir(wildcards):
+    return f"results/{wildcards.layer}"
+
+
+def recipe_file(wildcards):
+    return f"config/recipes/{wildcards.recipe}.yaml"

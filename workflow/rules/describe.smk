@@ -1,0 +1,17 @@
+# Describe: the phase table, operand sources, epilogues and parameters of each layer's entry.
+
+
+rule describe:
+    input:
+        index="resources/corpus/index.parquet",
+    output:
+        descriptor="results/{layer}/descriptor.json",
+        phases="results/{layer}/phases.parquet",
+        epilogues="results/{layer}/epilogues.parquet",
+    log:
+        "logs/describe/{layer}.log",
+    params:
+        entry=layer_entry,
+        out=layer_dir,
+    shell:
+        "rr describe resources/corpus --entry {params.entry} -o {params.out} > {log} 2>&1"

@@ -1,0 +1,36 @@
+# Splice and compile: a recipe applied to one phase of a layer, then ptxas on the result.
+
+
+wildcard_constraints:
+    phase="[1-9][0-9]*",
+    recipe="[a-z][a-z0-9_]*",
+
+
+rule splice:
+    input:
+        index="resources/corpus/index.parquet",
+        recipe=recipe_file,
+    output:
+        ptx="results/{layer}/phase{phase}/{recipe}.ptx",
+        record="results/{layer}/phase{phase}/{recipe}.ptx.splice.json",
+    log:
+        "logs/splice/{layer}_phase{phase}_{recipe}.log",
+    params:
+        entry=layer_entry,
+    shell:
+        "rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
+        "--phase {wildcards.phase} -o {output.ptx} > {log} 2>&1"
+
+
+rule compile:
+    input:
+        "results/{layer}/phase{phase}/{recipe}.ptx",
+    output:
+        cubin="results/{layer}/phase{phase}/{recipe}.cubin",
+        report="results/{layer}/phase{phase}/{recipe}.cubin.json",
+    log:
+        "logs/compile/{layer}_phase{phase}_{recipe}.log",
+    params:
+        arch=config["arch"],
+    shell:
+        "rr compile {input} --arch {params.arch} -o {output.cubin} > {log} 2>&1"
