@@ -1,4 +1,4 @@
-"""On a GPU: the isolate and f32acc splices of each phase of the bundled sample kernel — byte
+"""On a GPU: the isolate, regen and f32acc splices of each phase of the bundled sample kernel — byte
 identity and PSNR of the output against the unspliced kernel, and the time ratio spliced /
 reference (`rr time`).
 
@@ -30,7 +30,7 @@ def main() -> None:
         rr("run", str(d / "ref"), "-o", str(d / "ref_out"))
         print(f"{'template':<8} {'phase':>5} {'identical':>9} {'PSNR dB':>8} {'ref ms':>9} {'spliced ms':>10} "
               f"{'ratio':>7} {'noise':>6}")
-        for template in ("isolate", "f32acc"):
+        for template in ("isolate", "regen", "f32acc"):
             for phase in (1, 2):
                 tag = f"{template}{phase}"
                 spliced = d / f"{tag}.ptx"

@@ -42,16 +42,39 @@ def test_isolating_a_phase_moves_it_into_a_function(tmp_path, phase):
         assert c.returncode == 0, c.stderr
 
 
+@pytest.mark.parametrize("phase", [1, 2])
+def test_regen_reloads_every_operand_from_its_derived_address(tmp_path, phase):
+    out = tmp_path / "g.ptx"
+    r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE.with_name("regen.yaml")), "--phase",
+            str(phase), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    record = json.loads(Path(str(out) + ".splice.json").read_text())
+    stmts = linearise(parse_file(out).function(ENTRY))
+    cut = stmts[record["cut"]["first_stmt"] - 1:record["cut"]["first_stmt"] - 1 + record["inserted_statements"]]
+    mma = [s for s in cut if s.opcode.startswith("mma.")]
+    assert len(mma) == record["cut"]["statements"]
+    loaded = {d for s in cut if s.opcode.startswith("ld.global") for d in s.defs}
+    # every A and B register an mma reads was loaded inside the cut, none reused from outside
+    for s in mma:
+        a_b = [u for u in s.uses][:6]
+        assert set(a_b) <= loaded, s.text
+    # the chains end in the registers the rest of the kernel reads
+    assert {d for s in mma for d in s.defs} >= set(record["live_out"])
+    if PTXAS:
+        assert _rr("compile", str(out), "-o", str(tmp_path / "g.cubin")).returncode == 0
+
+
 def test_unimplemented_templates_and_missing_phases_are_refused(tmp_path):
-    r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE.with_name("regen.yaml")), "-o", str(tmp_path / "r.ptx"))
-    assert r.returncode == 2 and "template 'regen'" in r.stderr and "not implemented yet" in r.stderr
+    r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE.with_name("probe.yaml")), "-o", str(tmp_path / "r.ptx"))
+    assert r.returncode == 2 and "template 'probe'" in r.stderr and "not implemented yet" in r.stderr
     r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE), "--phase", "7", "-o", str(tmp_path / "x.ptx"))
     assert r.returncode == 2 and "phase 7 does not exist: the entry has phases 1–2" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.gpu
-def test_isolated_phases_give_byte_identical_output_on_the_gpu(tmp_path):
+@pytest.mark.parametrize("recipe", ["isolate", "regen"])
+def test_spliced_phases_give_byte_identical_output_on_the_gpu(tmp_path, recipe):
     from rr.run.cuda import NoDevice, device_info
 
     try:
@@ -64,8 +87,8 @@ def test_isolated_phases_give_byte_identical_output_on_the_gpu(tmp_path):
     assert np.count_nonzero(reference) > reference.size // 2  # the kernel really computed something
     for phase in (1, 2):
         spliced = tmp_path / f"p{phase}.ptx"
-        assert _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE), "--phase", str(phase),
-                   "-o", str(spliced)).returncode == 0
+        assert _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(RECIPE.with_name(f"{recipe}.yaml")),
+                   "--phase", str(phase), "-o", str(spliced)).returncode == 0
         sample_launch(tmp_path / f"l{phase}", spliced)
         r = _rr("run", str(tmp_path / f"l{phase}"), "--backend", "cuda", "-o", str(tmp_path / f"o{phase}"))
         assert r.returncode == 0, r.stderr

@@ -14,7 +14,7 @@ from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
 
-IMPLEMENTED = ("isolate", "f32acc")
+IMPLEMENTED = ("isolate", "f32acc", "regen")
 
 
 def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
@@ -40,6 +40,13 @@ def _template(name: str, function, statements, first: int, last: int, live, func
 
         iso = isolate(function, statements, first, last, live.live_in, live.live_out, func_name)
         return [iso.call_site], [], [iso.function]
+    if name == "regen":
+        from rr.describe.provenance import Dataflow, block_z, param_offsets
+        from rr.templates.regen import regen
+
+        flow = Dataflow(statements, param_offsets(function.params), block_z(function))
+        replacement, declarations = regen(flow, statements, first, last, live.live_out, function.params)
+        return replacement, declarations, []
     from rr.templates.f32acc import f32acc
 
     replacement, declarations = f32acc(statements, first, last, live.live_out)
