@@ -189,6 +189,24 @@ def cmd_splice(args) -> int:
     return 0
 
 
+def cmd_collect(args) -> int:
+    import json
+
+    from rr.corpus.fnv import fnv1a64_hex
+    from rr.io import write_parquet
+    from rr.results.collect import collect_cell
+
+    descriptor = json.loads(Path(args.descriptor).read_text())
+    module = _resolve(args.module, descriptor["entry"])
+    table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
+                         fnv1a64_hex(module.read_bytes()))
+    write_parquet(args.output, table)
+    statuses = ", ".join(f"{r['recipe']}: splice {r['splice_status']}, compile {r['compile_status']}, "
+                         f"capture {r['capture_status']}, timing {r['timing_status']}" for r in table.to_pylist())
+    print(f"{args.output}: {table.num_rows} rows ({statuses})")
+    return 0
+
+
 def cmd_compile(args) -> int:
     import json
 
@@ -333,6 +351,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--phase", type=int, help="the phase to cut (default: the recipe's)")
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
     s.set_defaults(func=cmd_splice)
+
+    s = sub.add_parser("collect", help="one Parquet row per recipe of a layer × phase cell")
+    s.add_argument("cell", help="the cell directory holding the recipes' stage records")
+    s.add_argument("--layer", required=True)
+    s.add_argument("--phase", type=int, required=True)
+    s.add_argument("--recipes", required=True, help="comma-separated recipe names")
+    s.add_argument("--descriptor", required=True, help="the layer's descriptor.json")
+    s.add_argument("--module", required=True, help="the layer's PTX file or corpus directory")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_collect)
 
     s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
     s.add_argument("ptx")
