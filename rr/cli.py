@@ -243,6 +243,17 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_relaunch(args) -> int:
+    from rr.run.launch import LaunchError, relaunch
+
+    try:
+        launch = relaunch(args.launch, args.module, args.output)
+    except LaunchError as e:
+        raise UserError(str(e)) from None
+    print(f"{args.output}: {launch.entry} from {args.module}, buffers of {args.launch}")
+    return 0
+
+
 def cmd_compare(args) -> int:
     import json
 
@@ -374,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
     s.add_argument("--timeout", type=float, default=120, help="seconds before the run is killed")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
+    s.add_argument("launch", help="launch directory")
+    s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
+    s.add_argument("-o", "--output", required=True, help="the new launch directory")
+    s.set_defaults(func=cmd_relaunch)
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
     s.add_argument("a")

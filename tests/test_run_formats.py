@@ -165,3 +165,17 @@ def test_ptxas_is_found_in_the_nvidia_cuda_nvcc_wheel_layout(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     assert find_ptxas() == str(fake)
+
+
+def test_relaunch_swaps_the_module_and_shares_the_buffers(tmp_path):
+    struct_launch(tmp_path / "l")
+    other = tmp_path / "other.ptx"
+    other.write_text((PTX / "struct_mma_tex_surf.ptx").read_text().replace("mul.f32", "add.f32"))
+    r = _rr("relaunch", str(tmp_path / "l"), "--module", str(other), "-o", str(tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    launch = read_launch(tmp_path / "r")
+    assert launch.module == "kernel.ptx" and (tmp_path / "r" / "kernel.ptx").read_text() == other.read_text()
+    assert _rr("compare", str(tmp_path / "l"), str(tmp_path / "r")).returncode == 0  # same buffers
+    assert (tmp_path / "r" / "tex.npy").stat().st_ino == (tmp_path / "l" / "tex.npy").stat().st_ino
+    r = _rr("relaunch", str(tmp_path / "l"), "--module", str(tmp_path / "missing.ptx"), "-o", str(tmp_path / "x"))
+    assert r.returncode == 2 and "no such module" in r.stderr and not (tmp_path / "x").exists()

@@ -218,3 +218,30 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
         shutil.copyfile(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
+
+
+def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
+    """A launch directory that is `src` with another module (a splice of its kernel, a cubin):
+    the buffers are hard-linked (copied across file systems), the module copied in. Written to a
+    temporary directory and renamed, so `out` appears whole."""
+    import os
+
+    src, module, out = Path(src), Path(module), Path(out)
+    launch = read_launch(src)
+    if not module.is_file():
+        raise LaunchError(f"{module}: no such module file")
+    moved = Launch(launch.entry, "kernel" + module.suffix, launch.grid, launch.block, launch.fields,
+                   launch.buffers, launch.shared_bytes, launch.layout, launch.params_size)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for b in launch.buffers.values():
+        try:
+            os.link(src / b.file, tmp / b.file)
+        except OSError:
+            shutil.copyfile(src / b.file, tmp / b.file)
+    shutil.copyfile(module, tmp / moved.module)
+    (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return moved
