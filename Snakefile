@@ -14,6 +14,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/describe.smk"
 include: "workflow/rules/splice.smk"
+include: "workflow/rules/run.smk"
 
 
 rule all:

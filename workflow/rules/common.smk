@@ -16,3 +16,23 @@ def layer_dir(wildcards):
 
 def recipe_file(wildcards):
     return f"config/recipes/{wildcards.recipe}.yaml"
+
+
+def cell_records(wildcards):
+    """Every record collect reads for a layer × phase cell, for each configured recipe."""
+    cell = f"results/{wildcards.layer}/phase{wildcards.phase}"
+    return [
+        f"{cell}/{r}.{kind}"
+        for r in config["recipes"]
+        for kind in (
+            "ptx.splice.json",
+            "cubin.json",
+            "run.json",
+            "compare.json",
+            "timing.json",
+        )
+    ]
+
+
+def cell_dir(wildcards):
+    return f"results/{wildcards.layer}/phase{wildcards.phase}"

@@ -1,0 +1,99 @@
+# Run: the layer's reference launch and each splice on the same inputs, captured, compared and
+# timed; then one Parquet row per recipe. Every stage writes a record, also when it fails.
+
+
+rule launch:
+    input:
+        index="resources/corpus/index.parquet",
+    output:
+        directory("results/{layer}/launch"),
+    log:
+        "logs/launch/{layer}.log",
+    shell:
+        "rr sample-launch resources/corpus -o {output} > {log} 2>&1"
+
+
+rule capture_reference:
+    input:
+        "results/{layer}/launch",
+    output:
+        directory("results/{layer}/reference"),
+    log:
+        "logs/capture/{layer}_reference.log",
+    params:
+        backend=config["backend"],
+    shell:
+        "rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
+
+
+rule launch_splice:
+    input:
+        launch="results/{layer}/launch",
+        module="results/{layer}/phase{phase}/{recipe}.ptx",
+    output:
+        directory("results/{layer}/phase{phase}/{recipe}.launch"),
+    log:
+        "logs/launch/{layer}_phase{phase}_{recipe}.log",
+    shell:
+        "rr relaunch {input.launch} --module {input.module} -o {output} > {log} 2>&1"
+
+
+rule capture_splice:
+    input:
+        "results/{layer}/phase{phase}/{recipe}.launch",
+    output:
+        capture=directory("results/{layer}/phase{phase}/{recipe}.capture"),
+        record="results/{layer}/phase{phase}/{recipe}.run.json",
+    log:
+        "logs/capture/{layer}_phase{phase}_{recipe}.log",
+    params:
+        backend=config["backend"],
+    shell:
+        "rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
+        " && cp {output.capture}/run.json {output.record}"
+
+
+rule compare:
+    input:
+        reference="results/{layer}/reference",
+        capture="results/{layer}/phase{phase}/{recipe}.capture",
+    output:
+        "results/{layer}/phase{phase}/{recipe}.compare.json",
+    log:
+        "logs/compare/{layer}_phase{phase}_{recipe}.log",
+    shell:
+        "rr compare {input.reference} {input.capture} --record -o {output} > {log} 2>&1"
+
+
+rule time:
+    input:
+        reference="results/{layer}/launch",
+        splice="results/{layer}/phase{phase}/{recipe}.launch",
+    output:
+        "results/{layer}/phase{phase}/{recipe}.timing.json",
+    log:
+        "logs/time/{layer}_phase{phase}_{recipe}.log",
+    params:
+        backend=config["backend"],
+        noise=config["timing"]["noise"],
+        limit=config["timing"]["time_limit_s"],
+    shell:
+        "rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
+        " --time-limit {params.limit} --record -o {output} > {log} 2>&1"
+
+
+rule collect:
+    input:
+        descriptor="results/{layer}/descriptor.json",
+        records=cell_records,
+    output:
+        "results/{layer}_phase{phase}.parquet",
+    log:
+        "logs/collect/{layer}_phase{phase}.log",
+    params:
+        cell=cell_dir,
+        recipes=",".join(config["recipes"]),
+    shell:
+        "rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
+        " --recipes {params.recipes} --descriptor {input.descriptor} --module resources/corpus"
+        " -o {output} > {log} 2>&1"
