@@ -81,3 +81,17 @@ def test_describe_splice_and_compile_targets(workdir):
     assert bad.returncode != 0
     assert "phase 9 does not exist: the entry has phases 1–2" in (workdir / "logs/splice/sample_phase9_isolate.log").read_text()
     assert not (workdir / "results/sample/phase9/isolate.ptx").exists()
+
+
+def test_a_cell_gives_one_row_per_recipe_even_when_nothing_can_run(workdir):
+    # No GPU and no cpu backend yet: capture and timing are rows with their reasons, not a crash.
+    r = _snakemake(workdir, "results/sample_phase2.parquet")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = {row["recipe"]: row for row in pq.read_table(workdir / "results/sample_phase2.parquet").to_pylist()}
+    assert sorted(rows) == ["f32acc", "isolate", "regen"]
+    for row in rows.values():
+        assert row["splice_status"] == "ok" and row["mma"] == 16 and row["stmts_cut"] == 16
+        assert row["capture_status"] in ("unsupported", "ok", "no_device")
+        if row["capture_status"] == "unsupported":
+            assert "cpu backend" in row["capture_message"]
+            assert row["timing_status"] in ("no_device", "unsupported") and row["timing_message"]
