@@ -208,7 +208,6 @@ def cmd_collect(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    import json
 
     from rr.io import write_json
     from rr.run.compile import compile_ptx

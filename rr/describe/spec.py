@@ -3,7 +3,7 @@ JSON (DESIGN §3)."""
 
 from __future__ import annotations
 
-from rr.describe.phases import find_epilogues, find_phases
+from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
 from rr.describe.provenance import Dataflow, operand_sources
 from rr.describe.summary import ParamUse, summarise_epilogue, summarise_params
 from rr.ptx.linearise import Statement
