@@ -36,3 +36,20 @@ def cell_records(wildcards):
 
 def cell_dir(wildcards):
     return f"results/{wildcards.layer}/phase{wildcards.phase}"
+
+
+from rr.fingerprint import fingerprint
+
+# The code each stage runs: a change reruns that stage's jobs (and what depends on them) only.
+CODE = {
+    stage: fingerprint(stage)
+    for stage in (
+        "corpus",
+        "linearise",
+        "describe",
+        "splice",
+        "compile",
+        "run",
+        "collect",
+    )
+}

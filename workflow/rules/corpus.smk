@@ -11,6 +11,8 @@ rule sample_engine:
         "resources/engine/engine.bin",
     log:
         "logs/sample_engine.log",
+    params:
+        code=CODE["corpus"],
     shell:
         "rr sample-engine -o {output} > {log} 2>&1"
 
@@ -23,6 +25,8 @@ rule extract:
         modules=directory("resources/corpus/modules"),
     log:
         "logs/extract.log",
+    params:
+        code=CODE["corpus"],
     shell:
         "rr extract {input} -o resources/corpus > {log} 2>&1"
 
@@ -35,6 +39,7 @@ rule linearise:
     log:
         "logs/linearise/{layer}.log",
     params:
+        code=CODE["linearise"],
         entry=layer_entry,
     shell:
         "rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"

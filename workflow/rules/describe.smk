@@ -11,6 +11,7 @@ rule describe:
     log:
         "logs/describe/{layer}.log",
     params:
+        code=CODE["describe"],
         entry=layer_entry,
         out=layer_dir,
     shell:

@@ -9,6 +9,8 @@ rule launch:
         directory("results/{layer}/launch"),
     log:
         "logs/launch/{layer}.log",
+    params:
+        code=CODE["run"],
     shell:
         "rr sample-launch resources/corpus -o {output} > {log} 2>&1"
 
@@ -21,6 +23,7 @@ rule capture_reference:
     log:
         "logs/capture/{layer}_reference.log",
     params:
+        code=CODE["run"],
         backend=config["backend"],
     shell:
         "rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
@@ -34,6 +37,8 @@ rule launch_splice:
         directory("results/{layer}/phase{phase}/{recipe}.launch"),
     log:
         "logs/launch/{layer}_phase{phase}_{recipe}.log",
+    params:
+        code=CODE["run"],
     shell:
         "rr relaunch {input.launch} --module {input.module} -o {output} > {log} 2>&1"
 
@@ -47,6 +52,7 @@ rule capture_splice:
     log:
         "logs/capture/{layer}_phase{phase}_{recipe}.log",
     params:
+        code=CODE["run"],
         backend=config["backend"],
     shell:
         "rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
@@ -61,6 +67,8 @@ rule compare:
         "results/{layer}/phase{phase}/{recipe}.compare.json",
     log:
         "logs/compare/{layer}_phase{phase}_{recipe}.log",
+    params:
+        code=CODE["run"],
     shell:
         "rr compare {input.reference} {input.capture} --record -o {output} > {log} 2>&1"
 
@@ -74,6 +82,7 @@ rule time:
     log:
         "logs/time/{layer}_phase{phase}_{recipe}.log",
     params:
+        code=CODE["run"],
         backend=config["backend"],
         noise=config["timing"]["noise"],
         limit=config["timing"]["time_limit_s"],
@@ -91,6 +100,7 @@ rule collect:
     log:
         "logs/collect/{layer}_phase{phase}.log",
     params:
+        code=CODE["collect"],
         cell=cell_dir,
         recipes=",".join(config["recipes"]),
     shell:

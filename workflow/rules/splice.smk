@@ -16,6 +16,7 @@ rule splice:
     log:
         "logs/splice/{layer}_phase{phase}_{recipe}.log",
     params:
+        code=CODE["splice"],
         entry=layer_entry,
     shell:
         "rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
@@ -31,6 +32,7 @@ rule compile:
     log:
         "logs/compile/{layer}_phase{phase}_{recipe}.log",
     params:
+        code=CODE["compile"],
         arch=config["arch"],
     shell:
         "rr compile {input} --arch {params.arch} -o {output.cubin} > {log} 2>&1"

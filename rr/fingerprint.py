@@ -1,0 +1,34 @@
+"""Fingerprints of the code each pipeline stage runs, so Snakemake reruns exactly the stages whose
+code changed (it does not track the modules a command imports): a rule passes its stage's
+fingerprint as a param, and a changed param reruns the job."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+# the rr modules (files or subpackages) each stage's command runs
+STAGES = {
+    "corpus": ("corpus", "io.py", "cli.py"),
+    "linearise": ("ptx", "io.py", "cli.py"),
+    "describe": ("ptx", "describe", "io.py", "cli.py"),
+    "splice": ("ptx", "describe", "splice", "templates", "data", "io.py", "cli.py"),
+    "compile": ("run/compile.py", "io.py", "cli.py"),
+    "run": ("run", "corpus/sample.py", "io.py", "cli.py"),
+    "collect": ("results", "corpus/fnv.py", "io.py", "cli.py"),
+}
+
+
+def fingerprint(stage: str, root: str | Path = PACKAGE) -> str:
+    """SHA-1 (12 hex digits) over the sources a stage runs."""
+    root = Path(root)
+    h = hashlib.sha1()
+    for part in STAGES[stage]:
+        path = root / part
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".ptx", ".yaml")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
