@@ -28,7 +28,6 @@ _LINE_TEXT = re.compile(r"[^\n/]*(?:/(?![/*])[^\n/]*)*")
 _TO_SEMI = re.compile(r'(?:[^;/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*")*;', re.S)
 # A function or declaration header: up to the first '{' or ';' outside parentheses.
 _HEADER = re.compile(r'(?:[^{};()/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*"|\([^()]*\))*', re.S)
-_LABEL = re.compile(r"[A-Za-z_$][\w$]*[ \t]*:(?!:)")
 _FUNC_NAME = re.compile(
     r"\.(entry|func)\s*(?:\((?P<ret>[^()]*)\)\s*)?(?P<name>[A-Za-z_$][\w$]*)\s*(?:\((?P<params>[^()]*)\))?",
     re.S,
