@@ -22,10 +22,10 @@ STAGES = {
 
 
 def fingerprint(stage: str, root: str | Path = PACKAGE) -> str:
-    """SHA-1 (12 hex digits) over the sources a stage runs."""
+    """SHA-1 (12 hex digits) over the sources a stage runs; stage "all" is the whole package."""
     root = Path(root)
     h = hashlib.sha1()
-    for part in STAGES[stage]:
+    for part in STAGES[stage] if stage != "all" else (".",):
         path = root / part
         files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".ptx", ".yaml")) if path.is_dir() else [path]
         for f in files:

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rr.ptx.linearise import Statement
-from rr.ptx.model import Vec
+from rr.ptx.model import register_names
 from rr.ptx.operands import parse_instruction
 
 _SHAPE = re.compile(r"\.m(\d+)n(\d+)k(\d+)\b")
@@ -62,12 +62,6 @@ class Epilogue:
     ops: dict = field(default_factory=dict)  # full opcode -> count
 
 
-def _registers(op) -> tuple:
-    if isinstance(op, Vec):
-        return tuple(str(x) for x in op.items)
-    return (str(op),)
-
-
 def _geometry(a: int, b: int, lengths: list[int], mma: int, tile: tuple) -> tuple:
     """(m, n, k, problem) from the distinct fragment counts and chain lengths."""
     if len(set(lengths)) != 1:
@@ -93,7 +87,7 @@ def _phase(index: int, run: list[Statement]) -> Phase:
     lengths: list[int] = []
     for s in run:
         _, _, ops = parse_instruction(s.text)
-        d, a, b, c = (_registers(op) for op in ops[:4])
+        d, a, b, c = (register_names(op) for op in ops[:4])
         a_seen.setdefault(a, None)
         b_seen.setdefault(b, None)
         chain = chain_of_d.get(c)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from rr.describe.phases import Epilogue, Phase
 from rr.ptx.linearise import Statement
-from rr.ptx.model import Addr, Imm, Reg, Sym, Vec
+from rr.ptx.model import Addr, Imm, Reg, Sym, Vec, register_names
 from rr.ptx.operands import parse_instruction
 
 
@@ -250,9 +250,9 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
             d, a, b, c = flow.operands(stmt)[:4]
             sources["A"].append(_source(flow, a, stmt, p.phase, d_of, epilogues))
             sources["B"].append(_source(flow, b, stmt, p.phase, d_of, epilogues))
-            if tuple(map(str, c.items)) not in chained:
+            if register_names(c) not in chained:
                 sources["C"].append(_source(flow, c, stmt, p.phase, d_of, epilogues))
-            chained.add(tuple(map(str, d.items)))
+            chained.add(register_names(d))
             for r in d.items:
                 d_of[str(r)] = p.phase
         row = {}

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from rr.ptx.model import SPECIAL_REGISTERS
+
 # Opcode bases (text before the first '.') that never write a register operand.
 _NO_DEF = frozenset({
     "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap", "nanosleep",
@@ -33,16 +35,7 @@ _SHAPE = re.compile(
 # A virtual register. PTX identifiers have no '.', so the dotted special registers (%tid.x, …) are
 # skipped by the lookahead and the dot-free ones are removed with _SPECIAL below.
 _REGISTER = re.compile(r"%[\w$]+(?![\w$.])")
-_SPECIAL = frozenset(
-    """%laneid %warpid %nwarpid %smid %nsmid %gridid %lanemask_eq %lanemask_le %lanemask_lt
-    %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer %globaltimer_lo
-    %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size %is_explicit_cluster
-    %cluster_ctarank %cluster_nctarank %current_graph_exec %reserved_smem_offset_begin
-    %reserved_smem_offset_end %reserved_smem_offset_cap %reserved_smem_offset_0
-    %reserved_smem_offset_1""".split()
-    + [f"%envreg{i}" for i in range(32)] + [f"%pm{i}" for i in range(8)]
-    + [f"%pm{i}_64" for i in range(8)]
-)
+_SPECIAL = SPECIAL_REGISTERS
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 

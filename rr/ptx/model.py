@@ -7,7 +7,6 @@ in code (by a template or the synthetic engine) has no source text and is render
 
 from __future__ import annotations
 
-import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Union
@@ -17,24 +16,21 @@ from typing import Iterator, Union
 # Operands
 # --------------------------------------------------------------------------------------------------
 
-# Read-only special registers: they are not virtual registers, so they are never defined and are
-# left out of def/use sets (liveness over them would be meaningless).
-_SPECIAL_REGISTERS = frozenset(
+# Read-only special registers, by the name before any '.' (%tid.x is %tid): they are not virtual
+# registers, so they are never defined and are left out of def/use sets.
+SPECIAL_REGISTERS = frozenset(
     """%tid %ntid %laneid %warpid %nwarpid %ctaid %nctaid %smid %nsmid %gridid %lanemask_eq
     %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer
     %globaltimer_lo %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size
     %is_explicit_cluster %clusterid %nclusterid %cluster_ctaid %cluster_nctaid %cluster_ctarank
-    %cluster_nctarank %current_graph_exec""".split()
+    %cluster_nctarank %current_graph_exec %reserved_smem_offset_begin %reserved_smem_offset_end
+    %reserved_smem_offset_cap %reserved_smem_offset_0 %reserved_smem_offset_1""".split()
+    + [f"%envreg{i}" for i in range(32)] + [f"%pm{i}" for i in range(8)] + [f"%pm{i}_64" for i in range(8)]
 )
 
 
-@functools.lru_cache(maxsize=1 << 14)
 def is_special_register(name: str) -> bool:
-    base = name.split(".", 1)[0]
-    return (
-        base in _SPECIAL_REGISTERS
-        or base.startswith(("%envreg", "%pm", "%reserved_smem"))
-    )
+    return name.split(".", 1)[0] in SPECIAL_REGISTERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +140,11 @@ class Plist:
 
 
 Operand = Union[Reg, Imm, Sym, Sink, Vec, Pair, Addr, Plist]
+
+
+def register_names(op: Operand) -> tuple:
+    """The names written in a vector operand (`{%r1, %r2}` → ('%r1', '%r2')), or the operand's own."""
+    return tuple(str(x) for x in op.items) if isinstance(op, Vec) else (str(op),)
 
 
 def registers_in(op: Operand) -> Iterator[Reg]:

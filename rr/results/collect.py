@@ -9,24 +9,14 @@ stage failed or did not run, or the stage has not run for this cell.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 from pathlib import Path
 
 import pyarrow as pa
 
 from rr import __version__
+from rr.fingerprint import fingerprint as code_fingerprint
 from rr.results.schema import RESULTS_SCHEMA
-
-
-def code_fingerprint(root: str | Path | None = None) -> str:
-    """SHA-1 over the rr package's Python sources: a changed module changes it."""
-    root = Path(root or Path(__file__).resolve().parents[1])
-    h = hashlib.sha1()
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def _read(path: Path) -> dict | None:
@@ -96,6 +86,6 @@ def recipe_row(layer: str, phase: int, recipe: str, descriptor: dict, cell: Path
 
 def collect_cell(layer: str, phase: int, recipes: list[str], descriptor: dict, cell: str | Path,
                  module_hash: str) -> pa.Table:
-    fingerprint = code_fingerprint()
+    fingerprint = code_fingerprint("all")
     rows = [recipe_row(layer, phase, r, descriptor, Path(cell), module_hash, fingerprint) for r in recipes]
     return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)

@@ -55,17 +55,15 @@ def compare_buffer(name: str, a: np.ndarray, b: np.ndarray, dtype: str | None = 
     if ab.size != bb.size:
         raise ValueError(f"buffer {name!r}: {ab.size} bytes against {bb.size}: the runs are not of the same launch")
     diff_bytes = int(np.count_nonzero(ab != bb))
-    x = as_numbers(a, dtype).astype(np.float64).ravel()
-    y = as_numbers(b, dtype).astype(np.float64).ravel()
-    raw_x = as_numbers(a, dtype).ravel()
-    raw_y = as_numbers(b, dtype).ravel()
+    na, nb = as_numbers(a, dtype), as_numbers(b, dtype)
+    raw_x, raw_y = na.ravel(), nb.ravel()
+    x, y = raw_x.astype(np.float64), raw_y.astype(np.float64)
     differ = raw_x.view(np.uint8).reshape(raw_x.size, -1) != raw_y.view(np.uint8).reshape(raw_y.size, -1)
     differ = differ.any(axis=1)
     first_index = first_values = None
     if differ.any():
         k = int(np.argmax(differ))
-        shape = as_numbers(a, dtype).shape
-        first_index = tuple(int(i) for i in np.unravel_index(k, shape))
+        first_index = tuple(int(i) for i in np.unravel_index(k, na.shape))
         first_values = (float(x[k]), float(y[k]))
     finite = np.isfinite(x) & np.isfinite(y)
     max_abs = float(np.max(np.abs(x[finite] - y[finite]))) if finite.any() else None

@@ -55,6 +55,11 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
     return record
 
 
+def _write_record(path: Path, record: dict, code: int) -> int:
+    Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return code
+
+
 def time_isolated(reference: str | Path, other: str | Path, noise_target: float = 0.005,
                   time_limit_s: float = 30.0, backend: str = "auto") -> dict:
     """`rr.run.timing.time_pair` in a child process; a fault or hang becomes the record's status."""
@@ -80,8 +85,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     from rr.run.cuda import NoDevice, device_info
 
     def finish(record: dict, code: int) -> int:
-        Path(out).write_text(json.dumps(record, indent=2, default=str) + "\n")
-        return code
+        return _write_record(Path(out), record, code)
 
     if backend == "cpu":
         return finish({"status": "unsupported", "backend": "cpu",
@@ -110,8 +114,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
-        (out / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
-        return code
+        return _write_record(out / "run.json", record, code)
 
     try:
         launch = read_launch(launch_dir)

@@ -10,16 +10,10 @@ PSNR, not identity.
 from __future__ import annotations
 
 from rr.ptx.linearise import Statement
-from rr.ptx.model import Vec
+from rr.ptx.model import register_names
 from rr.ptx.operands import parse_instruction
+from rr.templates import TemplateError
 
-
-class TemplateError(ValueError):
-    pass
-
-
-def _regs(op) -> tuple:
-    return tuple(str(x) for x in op.items) if isinstance(op, Vec) else (str(op),)
 
 
 def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str]]:
@@ -48,7 +42,7 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
         _, opcode, ops = parse_instruction(s.text)
         if ".f16.e4m3.e4m3.f16" not in opcode:
             raise TemplateError(f"s{s.stmt}: {opcode} is not an f16-accumulating e4m3 mma")
-        d, a, b, c = (_regs(op) for op in ops[:4])
+        d, a, b, c = (register_names(op) for op in ops[:4])
         acc = wide.get(c)
         if acc is None:  # a chain's seed: widen the f16 pair
             acc = [f32() for _ in range(4)]

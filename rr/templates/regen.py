@@ -14,12 +14,9 @@ import re
 
 from rr.describe.provenance import Access, Dataflow
 from rr.ptx.linearise import Statement
-from rr.ptx.model import Vec
-from rr.templates.f32acc import TemplateError
+from rr.ptx.model import register_names
+from rr.templates import TemplateError
 
-
-def _regs(op) -> tuple:
-    return tuple(str(x) for x in op.items) if isinstance(op, Vec) else (str(op),)
 
 
 class _Emitter:
@@ -103,7 +100,7 @@ def regen(flow: Dataflow, statements: list[Statement], first: int, last: int, li
     chain_of_d: dict[tuple, int] = {}
     chains: list[list[tuple]] = []  # per chain: (statement, d, a, b, c)
     for s in cut:
-        d, a, b, c = (_regs(op) for op in flow.operands(s.stmt)[:4])
+        d, a, b, c = (register_names(op) for op in flow.operands(s.stmt)[:4])
         idx = chain_of_d.get(c)
         if idx is None:
             idx = len(chains)
@@ -141,14 +138,10 @@ def regen(flow: Dataflow, statements: list[Statement], first: int, last: int, li
     mma_lines = []
     for i in order:
         chain = chains[i]
-        _, _, _, _, seed = chain[0]
-        in_cut = any(seed == d for other in chains for (_, d, _, _, _) in other)
-        if in_cut:
-            raise TemplateError("a chain seeded by another chain of the same phase")
-        seed_regs = seed if flow.definition(seed[0], chain[0][0].stmt) is not None and \
-            flow.statements[flow.definition(seed[0], chain[0][0].stmt) - 1].opcode.startswith("mma.") \
-            else load(seed, chain[0][0].stmt, "C")
-        acc = seed_regs
+        head, seed = chain[0][0], chain[0][4]
+        seeded_by = flow.definition(seed[0], head.stmt)
+        chained = seeded_by is not None and flow.statements[seeded_by - 1].opcode.startswith("mma.")
+        acc = seed if chained else load(seed, head.stmt, "C")  # an earlier phase's D is a live-in
         for step, (s, d, a, b, _) in enumerate(chain):
             fa, fb = load(a, s.stmt, "A"), load(b, s.stmt, "B")
             out = d if step == len(chain) - 1 else tuple(em.reg("b32") for _ in d)
