@@ -336,6 +336,19 @@ def cmd_sample_launch(args) -> int:
     return 0
 
 
+def cmd_synth(args) -> int:
+    from rr.synth.inputs import parse_extents, write_enc2
+
+    try:
+        extents = parse_extents(args.extents) if args.extents else None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    out = write_enc2(args.output, extents, args.arch, args.weight_seed, args.input_seed)
+    what = "enc2.ptx, enc2.weights.bin, enc2.json" + (f", launch/ at {args.extents}" if extents else "")
+    print(f"{out}: synthetic {args.layer}: {what}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rr", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"rr {__version__}")
@@ -440,6 +453,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=3)
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_sample_launch)
+
+    s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch)")
+    s.add_argument("layer", choices=("enc2",))
+    s.add_argument("-o", "--output", required=True, help="output directory")
+    s.add_argument("--extents", help="WIDTHxHEIGHT in tokens (240x135 for a 3840x2160 frame): "
+                   "also write DIR/launch/")
+    s.add_argument("--arch", default="sm_90", help="the module's .target")
+    s.add_argument("--weight-seed", type=int, default=2)
+    s.add_argument("--input-seed", type=int, default=7)
+    s.set_defaults(func=cmd_synth)
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")

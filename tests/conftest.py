@@ -41,3 +41,14 @@ def nvcc_ptx(tmp_path_factory):
 
 ALL_KERNELS = [("mma_chain", ()), ("tex_surf", ()), ("shuffles", ()), ("movmatrix", ()),
                ("branches", ()), ("branches", ("-G",))]
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """The GPU's description; skips the test, with the reason, where there is none."""
+    from rr.run.cuda import NoDevice, device_info
+
+    try:
+        return device_info()
+    except NoDevice as e:
+        pytest.skip(f"needs an NVIDIA GPU with cupy: {e}")

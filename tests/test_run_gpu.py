@@ -12,17 +12,7 @@ import pytest
 
 from run_kernels import single_buffer_launch, struct_launch
 
-pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module", autouse=True)
-def gpu():
-    from rr.run.cuda import NoDevice, device_info
-
-    try:
-        return device_info()
-    except NoDevice as e:
-        pytest.skip(f"needs an NVIDIA GPU with cupy: {e}")
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("gpu")]
 
 
 def _rr(*args, timeout=300):
