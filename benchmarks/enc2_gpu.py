@@ -26,7 +26,7 @@ OUTPUTS = ("arena", "half_out", "surface0", "surface1", "surface2")
 
 
 def rr(*args) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "rr.cli", *args], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "rr.cli", *args], capture_output=True, text=True, check=False)
     if r.returncode:
         sys.exit(f"rr {' '.join(args)}: exit {r.returncode}\n{r.stdout}{r.stderr}")
     return r
@@ -83,7 +83,7 @@ def main() -> None:
             psnr = r["psnr_db"]
             print(f"{r['buffer']:<10} {r['elements']:>9} {r['identical_share']:>9.4f} "
                   f"{(r['max_abs_diff'] or 0):>9.4g} {psnr if isinstance(psnr, str) else (psnr or 0):>8.2f} "
-                  f"{str(r['finite']):>6} {r['distinct_values']:>8} {r['nonzero_share']:>7.3f}")
+                  f"{r['finite']!s:>6} {r['distinct_values']:>8} {r['nonzero_share']:>7.3f}")
         everything.append({"extents": ext, "rows": rows, "ptxas": report, "timing": timing, "model_s": model_s})
     (work / "results.json").write_text(json.dumps(everything, indent=2, default=str) + "\n")
     print(f"\n{work / 'results.json'}")

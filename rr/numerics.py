@@ -10,7 +10,7 @@ the correctly rounded one, and the difference to the GPU is measured, not assume
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import PTXAS
+
 from rr.ptx import emit, linearise, parse
 from rr.run.launch import read_launch
 from rr.synth import layout as L

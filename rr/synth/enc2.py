@@ -25,8 +25,18 @@ silent are in docs/engine.md):
 from __future__ import annotations
 
 from rr.synth.builder import KernelBuilder, KernelParam
-from rr.synth.layout import (BAND_GAIN, BLOCK, ENTRY, PARAM_BYTES, PHASES, PROLOGUE_GAIN,
-                             RESIDUAL_TABLE, SCORE_BIAS, SKIP_TABLE, SLAB_QKV)
+from rr.synth.layout import (
+    BAND_GAIN,
+    BLOCK,
+    ENTRY,
+    PARAM_BYTES,
+    PHASES,
+    PROLOGUE_GAIN,
+    RESIDUAL_TABLE,
+    SCORE_BIAS,
+    SKIP_TABLE,
+    SLAB_QKV,
+)
 
 SMEM = f"_ZZ{len(ENTRY)}{ENTRY}E4smem"
 SMEM_BYTES = 12288
