@@ -87,6 +87,8 @@ class Dataflow:
                 self.defs_at.setdefault(d, []).append(s.stmt)
         self._ops: dict[int, tuple] = {}
         self._values: dict[tuple, Affine | None] = {}
+        self.barriers = [s.stmt for s in statements if s.opcode.startswith(("bar.sync", "barrier.sync", "bar.cta.sync"))]
+        self.shared_stores = [s.stmt for s in statements if s.opcode.startswith("st.shared")]
 
     def operands(self, stmt: int) -> tuple:
         if stmt not in self._ops:
@@ -113,6 +115,41 @@ class Dataflow:
         if base and len(base.terms) == 1 and base.terms[0][1] == 1 and base.terms[0][0] in self.params:
             return self.params[base.terms[0][0]] + base.const + a.offset
         return None
+
+    def pointer_base(self, stmt: int) -> str | None:
+        """The parameter pointer (`param+N`) a memory access's address derives from, followed through
+        moves and 64-bit adds even where the offset is not affine (a computed index)."""
+        addr = next((o for o in self.operands(stmt) if isinstance(o, Addr)), None)
+        if addr is None or not isinstance(addr.base, Reg):
+            return None
+        return self._pointer(addr.base.name, stmt, 0)
+
+    def _pointer(self, register: str, at: int, depth: int) -> str | None:
+        d = self.definition(register, at)
+        if d is None or depth > 32:
+            return None
+        s = self.statements[d - 1]
+        if s.opcode.startswith("ld.param"):
+            off = self.param_address(d)
+            return None if off is None else f"param+{off}"
+        ops = self.operands(d)
+        if s.opcode.startswith(_PASS) and len(ops) == 2 and isinstance(ops[1], Reg):
+            return self._pointer(ops[1].name, d, depth + 1)
+        if s.opcode.startswith(("add.s64", "add.u64", "sub.s64", "sub.u64")):
+            found = {self._pointer(o.name, d, depth + 1) for o in ops[1:] if isinstance(o, Reg)} - {None}
+            return found.pop() if len(found) == 1 else None
+        return None
+
+    def store_epoch(self, load: int) -> list[int]:
+        """The shared stores a shared load at statement `load` reads: those after the last barrier
+        before it (a warp's own staging), else the last run of stores that a barrier closes."""
+        i = bisect.bisect_left(self.barriers, load)
+        bounds = [0] + self.barriers[:i] + [load]
+        for lo, hi in zip(reversed(bounds[:-1]), reversed(bounds[1:])):
+            a, b = bisect.bisect_right(self.shared_stores, lo), bisect.bisect_left(self.shared_stores, hi)
+            if a < b:
+                return self.shared_stores[a:b]
+        return []
 
     # -- symbolic values -------------------------------------------------------------------------
 
@@ -159,7 +196,7 @@ class Dataflow:
                 return y.scaled(x.const)
             return None
         if op.startswith("shl.") and not y.terms:
-            return x.scaled(1 << y.const)
+            return _shift_mask(x, y.const) or x.scaled(1 << y.const)
         if op.startswith("and.") and not y.terms and not x.const:
             return _mask(x, y.const)
         return None
@@ -208,6 +245,15 @@ def _mask(x: Affine, mask: int) -> Affine | None:
     if mask & ~(31 << s) == 0 and mask:
         return Affine.of({f"((laneid<<{s})&{mask})": 1})
     return None
+
+
+def _shift_mask(x: Affine, k: int) -> Affine | None:
+    """`((laneid<<s)&m) << k` is `((laneid<<s+k)&(m<<k))`: keep the document's spelling."""
+    if x.const or len(x.terms) != 1 or x.terms[0][1] != 1 or not x.terms[0][0].startswith("((laneid<<"):
+        return None
+    inner = x.terms[0][0][len("((laneid<<"):-1]
+    s, m = inner.split(")&")
+    return Affine.of({f"((laneid<<{int(s) + k})&{int(m) << k})": 1})
 
 
 def _width(opcode: str, dest) -> int:
@@ -262,7 +308,9 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
         for name in ("B", "C"):
             offsets = sorted({acc.offset for s in sources[name] for acc in s.accesses})
             row[f"{name.lower()}_offsets"] = offsets
-        slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride}
+        # the %tid.z stride of the phase's weight loads: B's, or C's where B reads no weights (phase 7)
+        slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride} or \
+            {acc.slab_stride for s in sources["C"] for acc in s.accesses if acc.slab_stride}
         row["slab_stride"] = next(iter(slabs)) if len(slabs) == 1 else None
         row["slab_strides"] = sorted(slabs)  # more than one would be a mixed-slab B operand
         row["lane_terms"] = sorted({acc.lane for n in "ABC" for s in sources[n] for acc in s.accesses if acc.lane})
@@ -291,6 +339,8 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
     op = s.opcode
     if op.startswith("ld."):
         acc = flow.access(stmt)
+        if acc is None and op.startswith("ld.shared"):
+            return Source("shared", _staged_source(flow, stmt, None, d_of, epilogues, depth))
         if acc is None:
             return Source("computed", epilogues.of(stmt))
         if acc.space == "shared":
@@ -318,6 +368,8 @@ def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Sour
             if inner.kind in ("pack", "transpose", "D"):
                 transpose = transpose or inner.kind == "transpose"
                 phases.add(int(inner.detail.rsplit(" ", 1)[-1]))
+            elif inner.kind == "computed":
+                return inner  # a repack names the epilogue that computed the values
             else:
                 return Source("computed", epilogues.of(stmt))
         if len(phases) == 1:
@@ -329,23 +381,26 @@ def _addresses(acc: Access, planes: int) -> set[int]:
     return {acc.offset + (acc.slab_stride or 0) * z for z in range(planes)}
 
 
-def _staged_source(flow: Dataflow, stmt: int, load: Access, d_of: dict, epilogues, depth: int) -> str:
-    """What the shared stores that a shared load reads had stored: stores before the load, with
-    the same base symbol and lane term, at an address any %tid.z plane of the block can meet."""
-    wanted = _addresses(load, flow.block_z)
+def _staged_source(flow: Dataflow, stmt: int, load: Access | None, d_of: dict, epilogues, depth: int) -> str:
+    """What the shared stores a shared load reads had stored: the stores of its epoch
+    (`Dataflow.store_epoch`); of those, the ones with the same base and lane term at an address
+    some %tid.z plane of the block can meet, when the addresses can be compared at all."""
+    stores = flow.store_epoch(stmt)
+    if load is not None:
+        wanted = _addresses(load, flow.block_z)
+        matching = []
+        for st in stores:
+            acc = flow.access(st)
+            if acc is not None and acc.base == load.base and acc.lane == load.lane \
+                    and wanted & _addresses(acc, flow.block_z):
+                matching.append(st)
+        stores = matching or stores
     found = set()
-    for s in reversed(flow.statements[:stmt - 1]):
-        if not s.opcode.startswith("st.shared"):
-            continue
-        acc = flow.access(s.stmt)
-        if acc is None or acc.base != load.base or acc.lane != load.lane:
-            continue
-        if not wanted & _addresses(acc, flow.block_z):
-            continue
-        data = flow.operands(s.stmt)[1]
+    for st in stores:
+        data = flow.operands(st)[1]
         regs = data.items if isinstance(data, Vec) else (data,)
         for r in regs:
-            d = flow.definition(str(r), s.stmt)
+            d = flow.definition(str(r), st)
             found.add("?" if d is None else str(_trace(flow, d, d_of, epilogues, depth + 1)))
     return " + ".join(sorted(found))
 

@@ -85,9 +85,12 @@ def _name(ops: dict, summary: EpilogueSummary) -> str:
         parts.append("texture gather")
     if has("rsqrt."):
         parts.append("RMS norm")
+    row_sums = any(r["kind"] == "bfly" for r in summary.reductions)
     if has("ex2."):
         parts.append("softmax")
-    if has("min.", "max.") and has("fma.", "mul.") and not has("ex2.", "rsqrt."):
+    elif has("rcp.") and row_sums and has("min.", "max."):
+        parts.append("cubic-exponent softmax")  # enc0/enc2 E7: no ex2, no row max
+    elif has("min.", "max.") and has("fma.", "mul.") and not has("rsqrt."):
         parts.append("clamped cubic")
     if has("movmatrix."):
         parts.append("transpose")
@@ -132,7 +135,8 @@ def _lane_extent(lane: str | None) -> int:
     total = 0
     for term in lane.split(" + "):
         if "&" in term:
-            total += int(term.rstrip(")").rsplit("&", 1)[1])
+            c = int(term.split("·", 1)[0]) if "·" in term.split("(", 1)[0] else 1
+            total += c * int(term.rstrip(")").rsplit("&", 1)[1])
         elif "·" in term:
             c, name = term.split("·", 1)
             total += int(c) * (31 if name in ("laneid", "tid.x") else 0)
@@ -157,9 +161,10 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         if not op.startswith(("ld.", "st.", "tex.", "sust.")) or op.startswith(("ld.param", "st.param")):
             continue
         acc = flow.access(s.stmt)
-        if acc is None or not acc.base or not acc.base.startswith("param+"):
+        base = acc.base if acc is not None and acc.base else flow.pointer_base(s.stmt)
+        if not base or not base.startswith("param+"):
             continue
-        u = uses.get(int(acc.base[6:]))
+        u = uses.get(int(base[6:]))
         if u is None:
             continue
         if op.startswith("tex."):
@@ -168,5 +173,6 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
             u.written = True
         else:
             u.read = True
-            u.extent = max(u.extent or 0, acc.offset + _lane_extent(acc.lane) + acc.width)
+            if acc is not None and acc.base == base:  # an affine address: its extent is known
+                u.extent = max(u.extent or 0, acc.offset + _lane_extent(acc.lane) + acc.width)
     return dict(sorted(uses.items()))
