@@ -23,10 +23,10 @@ class NoPhases(UserError):
 def _resolve(path: str, entry: str | None = None) -> Path:
     """A PTX file as given, or — for a corpus directory made by `rr extract` — the module that
     defines `entry`."""
-    from rr.corpus import find_entry
-
     p = Path(path)
     if p.is_dir() and (p / "index.parquet").is_file() and entry:
+        from rr.corpus import find_entry
+
         hits = [m for m, e in find_entry(p, f"^{re.escape(entry)}$")]
         if not hits:
             raise UserError(f"{path}: no module in this corpus defines entry {entry!r}")
@@ -471,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rr.ptx import ParseError
+    from rr.ptx.errors import ParseError
 
     args = build_parser().parse_args(argv)
     try:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import pyarrow as pa
-
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import registers, split_registers
 from rr.ptx.model import Block, Function, Instruction
@@ -68,25 +66,34 @@ def _linearise(function: Function) -> list[Statement]:
     return out
 
 
-STATEMENT_SCHEMA = pa.schema([
-    pa.field("stmt", pa.int32(), nullable=False),
-    pa.field("line", pa.int32(), nullable=False),
-    pa.field("last_line", pa.int32(), nullable=False),
-    pa.field("opcode", pa.string(), nullable=False),
-    pa.field("text", pa.string(), nullable=False),
-    pa.field("guard", pa.string()),
-    pa.field("defs", pa.list_(pa.string()), nullable=False),
-    pa.field("uses", pa.list_(pa.string()), nullable=False),
-    pa.field("scope", pa.int32(), nullable=False),
-], metadata={b"rr.stage": b"linearise"})
+def statement_schema():
+    """The pyarrow schema of `statements.parquet` (pyarrow is imported here, not at start-up:
+    `rr spec` and the parser do not need it)."""
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("stmt", pa.int32(), nullable=False),
+        pa.field("line", pa.int32(), nullable=False),
+        pa.field("last_line", pa.int32(), nullable=False),
+        pa.field("opcode", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("guard", pa.string()),
+        pa.field("defs", pa.list_(pa.string()), nullable=False),
+        pa.field("uses", pa.list_(pa.string()), nullable=False),
+        pa.field("scope", pa.int32(), nullable=False),
+    ], metadata={b"rr.stage": b"linearise"})
 
 
-def statements_table(statements: list[Statement], entry: str, source: str) -> pa.Table:
-    cols = {name: [getattr(s, name) for s in statements] for name in STATEMENT_SCHEMA.names}
+def statements_table(statements: list[Statement], entry: str, source: str):
+    """The statements as a pyarrow Table with the entry and source in its metadata."""
+    import pyarrow as pa
+
+    schema = statement_schema()
+    cols = {name: [getattr(s, name) for s in statements] for name in schema.names}
     cols["defs"] = [list(s.defs) for s in statements]
     cols["uses"] = [list(s.uses) for s in statements]
-    table = pa.Table.from_pydict(cols, schema=STATEMENT_SCHEMA)
-    meta = dict(STATEMENT_SCHEMA.metadata)
+    table = pa.Table.from_pydict(cols, schema=schema)
+    meta = dict(schema.metadata)
     meta[b"rr.entry"] = entry.encode()
     meta[b"rr.source"] = source.encode()
     return table.replace_schema_metadata(meta)
