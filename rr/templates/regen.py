@@ -1,9 +1,10 @@
 """The `regen` template: the phase re-emitted from its description alone.
 
-Every A and B fragment and every C seed that the description traces to memory is loaded again
-from its derived address — base parameter, lane term, `%tid.z` slab and byte offset — instead of
-reusing the registers the engine loaded; a C seed chained from an earlier phase's D is read from
-its registers (a live-in). The chains are emitted in canonical order (m-tile, n-tile, then k) and
+Every A and B fragment and every C seed that the description traces to global memory is loaded
+again from its derived address — base parameter, lane term, `%tid.z` slab and byte offset —
+instead of reusing the registers the engine loaded. Operands the epilogue before computed in
+registers (packs, transposes, shared-memory reads, a C chained from an earlier phase's D, a zero)
+are read from those registers (live-ins): they are the epilogue's work, not the phase's. The chains are emitted in canonical order (m-tile, n-tile, then k) and
 each chain's last step writes the register the rest of the kernel reads. If the spliced kernel's
 output is byte-identical to the engine's, the description is complete.
 """
@@ -114,15 +115,17 @@ def regen(flow: Dataflow, statements: list[Statement], first: int, last: int, li
             a_ids.setdefault(a, (len(a_ids), step))
             b_ids.setdefault(b, (len(b_ids), step))
     loaded: dict[tuple, tuple] = {}  # original operand registers -> freshly loaded registers
+    register_operands: set[str] = set()  # operands read from the registers the epilogue left
 
     def load(regs: tuple, at: int, what: str) -> tuple:
         if regs in loaded:
             return loaded[regs]
         distinct = tuple(dict.fromkeys(regs))
         found = _memory_operand(flow, distinct, at)
-        if found is None:
-            raise TemplateError(f"s{at}: {what} {', '.join(regs)} does not come straight from a load "
-                                "the description can rebuild")
+        if found is None:  # computed in an epilogue (a pack, a shared read, a constant): a live-in
+            register_operands.add(what)
+            loaded[regs] = regs
+            return regs
         acc, offset, width = found
         base = em.base(acc)
         fresh = tuple(em.reg("b32") for _ in distinct)
