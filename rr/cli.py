@@ -271,10 +271,16 @@ def cmd_compare(args) -> int:
             print(f"rr: nothing compared: {e}", file=sys.stderr)
             return 0
         raise UserError(str(e)) from None
-    if set(la.buffers) != set(lb.buffers):
-        raise UserError(f"{args.a} and {args.b} have different buffers: the runs are not of one launch")
+    common = [name for name in la.buffers if name in lb.buffers]
+    if not common:
+        raise UserError(f"{args.a} and {args.b} have no buffer in common: the runs are not of one launch")
+    only = sorted(set(la.buffers) ^ set(lb.buffers))
+    if only:  # e.g. the probe buffer of a probe splice
+        print(f"rr: compared the {len(common)} buffers both runs have; not compared: {', '.join(only)}",
+              file=sys.stderr)
     rows = []
-    for name, buf in la.buffers.items():
+    for name in common:
+        buf = la.buffers[name]
         a = np.load(Path(args.a) / buf.file)
         b = np.load(Path(args.b) / lb.buffers[name].file)
         try:

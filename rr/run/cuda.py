@@ -74,7 +74,7 @@ class PreparedLaunch:
             image += b"\0"
         self.module = driver.moduleLoadData(image)
         self.function = driver.moduleGetFunction(self.module, self.launch.entry)
-        kinds = {f.buffer: f.kind for f in self.launch.fields if f.kind != "scalar"}
+        kinds = {f.buffer: f.kind for f in self.launch.fields + self.launch.extra if f.kind != "scalar"}
         self.device: dict = {}
         handles: dict[str, int] = {}
         for name, kind in kinds.items():

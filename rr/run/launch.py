@@ -83,12 +83,14 @@ class Launch:
     shared_bytes: int = 0
     layout: str = "block"  # block or list
     params_size: int = 0
+    extra: tuple = ()  # fields passed as kernel parameters of their own after the block (a probe buffer)
 
     def to_json(self) -> dict:
         return {
             "entry": self.entry, "module": self.module, "grid": list(self.grid),
             "block": list(self.block), "shared_bytes": self.shared_bytes,
-            "params": {"layout": self.layout, "size": self.params_size},
+            "params": {"layout": self.layout, "size": self.params_size,
+                       **({"extra": [_field_json(f) for f in self.extra]} if self.extra else {})},
             "fields": [_field_json(f) for f in self.fields],
             "buffers": {b.name: {k: v for k, v in (("file", b.file), ("role", b.role),
                                                     ("format", b.format), ("dtype", b.dtype))
@@ -149,6 +151,12 @@ def read_launch(directory: str | Path) -> Launch:
                                   f"({', '.join(buffers) or 'none'})")
             fields.append(Field(kind, int(f.get("offset", 0)), buffer=name))
     params = raw.get("params", {"layout": "list"})
+    extra = []
+    for i, f in enumerate(params.get("extra", [])):
+        name = _need(f, "buffer", f"{where}: params.extra[{i}]")
+        if name not in buffers:
+            raise LaunchError(f"{where}: params.extra[{i}].buffer {name!r} is not in buffers")
+        extra.append(Field(_need(f, "kind", f"{where}: params.extra[{i}]"), 0, buffer=name))
     layout = params.get("layout", "block")
     if layout not in ("block", "list"):
         raise LaunchError(f"{where}: params.layout is {layout!r}, expected 'block' or 'list'")
@@ -156,7 +164,7 @@ def read_launch(directory: str | Path) -> Launch:
         entry=_need(raw, "entry", where), module=_need(raw, "module", where),
         grid=tuple(_need(raw, "grid", where)), block=tuple(_need(raw, "block", where)),
         fields=tuple(fields), buffers=buffers, shared_bytes=int(raw.get("shared_bytes", 0)),
-        layout=layout, params_size=int(params.get("size", 0)),
+        layout=layout, params_size=int(params.get("size", 0)), extra=tuple(extra),
     )
     for axis in ("grid", "block"):
         dims = getattr(launch, axis)
@@ -186,8 +194,8 @@ def load_buffers(directory: str | Path, launch: Launch) -> dict[str, np.ndarray]
 
 
 def param_images(launch: Launch, handles: dict[str, int]) -> list[bytes]:
-    """The kernel's parameter bytes: one image (the block) or one per field, with the 64-bit
-    handle of each buffer, texture and surface (`handles[buffer name]`) in place."""
+    """The kernel's parameter bytes: one image (the block) or one per field, then one per extra
+    field, with the 64-bit handle of each buffer, texture and surface (`handles[buffer name]`)."""
     def put(image: bytearray, f: Field, at: int) -> None:
         if f.kind == "scalar":
             data = np.asarray(f.value, dtype=f.dtype).tobytes()
@@ -195,13 +203,13 @@ def param_images(launch: Launch, handles: dict[str, int]) -> list[bytes]:
             data = int(handles[f.buffer]).to_bytes(HANDLE_BYTES, "little")
         image[at:at + len(data)] = data
 
+    images = []
     if launch.layout == "block":
         image = bytearray(launch.params_size)
         for f in launch.fields:
             put(image, f, f.offset)
-        return [bytes(image)]
-    images = []
-    for f in launch.fields:
+        images.append(bytes(image))
+    for f in (launch.extra if launch.layout == "block" else launch.fields + launch.extra):
         image = bytearray(f.size)
         put(image, f, 0)
         images.append(bytes(image))
@@ -220,18 +228,33 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
 
 
+def _probe_of(module: Path) -> dict | None:
+    """The probe a spliced module writes, from its `splice.json` (beside the PTX it came from)."""
+    for record in (Path(f"{module}.splice.json"), Path(f"{module.with_suffix('.ptx')}.splice.json")):
+        if record.is_file():
+            return json.loads(record.read_text()).get("probe")
+    return None
+
+
 def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
     """A launch directory that is `src` with another module (a splice of its kernel, a cubin):
-    the buffers are hard-linked (copied across file systems), the module copied in. Written to a
-    temporary directory and renamed, so `out` appears whole."""
+    the buffers are hard-linked (copied across file systems), the module copied in. A module made
+    by the `probe` template also gets its probe buffer (zeros, one row of words per thread) as an
+    extra kernel parameter. Written to a temporary directory and renamed, so `out` appears whole."""
     import os
 
     src, module, out = Path(src), Path(module), Path(out)
     launch = read_launch(src)
     if not module.is_file():
         raise LaunchError(f"{module}: no such module file")
+    buffers, extra, probe = dict(launch.buffers), launch.extra, _probe_of(module)
+    if probe:
+        blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        buffers["probe"] = Buffer("probe", "probe.npy", "out", dtype="uint32")
+        extra = extra + (Field("buffer", 0, buffer="probe"),)
     moved = Launch(launch.entry, "kernel" + module.suffix, launch.grid, launch.block, launch.fields,
-                   launch.buffers, launch.shared_bytes, launch.layout, launch.params_size)
+                   buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -241,6 +264,8 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
         except OSError:
             shutil.copyfile(src / b.file, tmp / b.file)
     shutil.copyfile(module, tmp / moved.module)
+    if probe:
+        np.save(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
     (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)

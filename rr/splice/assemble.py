@@ -42,10 +42,12 @@ def _offsets(text: str, function: Function) -> list[tuple[int, int]]:
 
 
 def assemble(text: str, entry: str, first: int, last: int, replacement: list[str],
-             declarations: list[str] = (), source: str = "<module>", functions: list[str] = ()) -> Splice:
+             declarations: list[str] = (), source: str = "<module>", functions: list[str] = (),
+             params: list[str] = ()) -> Splice:
     """Replace statements first..last (1-based) of `entry` by the `replacement` texts (complete
     instructions, or `{ … }` blocks of them), adding `declarations` (e.g. '.reg .b32 %rr<4>;') to
-    the entry and `functions` (whole `.func` texts) to the module, just before the entry."""
+    the entry, `functions` (whole `.func` texts) to the module just before the entry, and
+    `params` (e.g. '.param .u64 probe') after the entry's own parameters."""
     module = parse(text, source)
     try:
         function = module.function(entry)
@@ -65,11 +67,28 @@ def assemble(text: str, entry: str, first: int, last: int, replacement: list[str
     declared = [d.strip() for d in declarations]
     if declared:
         spliced = _declare(spliced, entry, declared, source)
+    if params:
+        spliced = _add_params(spliced, entry, params)
     if functions:
         at = sum(len(line) for line in spliced.splitlines(keepends=True)[:function.line - 1])
         spliced = spliced[:at] + "\n\n".join(f.strip() for f in functions) + "\n\n" + spliced[at:]
     checked, inserted = check_outside(text, spliced, entry, first, last, source)
     return Splice(spliced, (first, last), inserted, declared, checked)
+
+
+def _add_params(text: str, entry: str, params: list[str]) -> str:
+    """Append kernel parameters to the entry's parameter list (which has no parentheses inside)."""
+    head = text.find(f".entry {entry}(")
+    if head < 0:
+        raise SpliceError(f"{entry}: no '.entry {entry}(' header to add parameters {params} to")
+    close = text.index(")", head + len(entry) + 8)
+    inside = text[head + len(entry) + 8:close]
+    lines = ",\n".join(f"\t{p}" for p in params)
+    if inside.strip():
+        new = inside.rstrip() + ",\n" + lines + "\n"
+    else:
+        new = "\n" + lines + "\n"
+    return text[:head + len(entry) + 8] + new + text[close:]
 
 
 def _declare(text: str, entry: str, declarations: list[str], source: str) -> str:

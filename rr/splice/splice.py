@@ -14,8 +14,6 @@ from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
 
-IMPLEMENTED = ("isolate", "f32acc", "regen")
-
 
 def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
     """The statements to cut: the phase, widened into its neighbouring epilogues as the recipe says."""
@@ -31,6 +29,23 @@ def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
         n = after.stmts if recipe.with_epilogue_after == "all" else min(recipe.with_epilogue_after, after.stmts)
         last += n
     return first, last
+
+
+def _probe(recipe: Recipe, function, statements, first: int, last: int) -> tuple[list[str], str, dict]:
+    """The cut unchanged, then the probe stores; (replacement, the new parameter's name, record)."""
+    from rr.describe.provenance import Dataflow, param_offsets
+    from rr.templates.isolate import register_types
+    from rr.templates.probe import probe_block, probe_words
+
+    chosen = recipe.params.get("registers", ["A", "B", "C", "D"])
+    flow = Dataflow(statements, param_offsets(function.params))
+    words, mmas = probe_words(statements, first, last, list(chosen), flow.operands)
+    param = f"{function.name}_param_probe"
+    replacement = [s.text for s in statements[first - 1:last]]
+    replacement.append(probe_block(words, param, register_types(function)))
+    record = {"param": param, "words_per_thread": len(words), "registers": words, "mma": mmas,
+              "after_stmt": last, "layout": "[block][thread][word] uint32, block and thread linear"}
+    return replacement, param, record
 
 
 def _template(name: str, function, statements, first: int, last: int, live, func_name: str):
@@ -55,9 +70,6 @@ def _template(name: str, function, statements, first: int, last: int, live, func
 
 def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path) -> dict:
     """Apply `recipe` to `phase` (default: the recipe's) and write output and output.splice.json."""
-    if recipe.template not in IMPLEMENTED:
-        raise SpliceError(f"template {recipe.template!r} (recipe {recipe.source or recipe.name}) is not "
-                          f"implemented yet; implemented: {', '.join(IMPLEMENTED)}")
     ptx = Path(ptx)
     text = ptx.read_text()
     module = parse_file(ptx)
@@ -70,12 +82,17 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     phase = phase or recipe.phase
     first, last = cut_range(recipe, phase, phases, find_epilogues(statements, phases))
     live = cut_liveness(function, statements, first, last)
+    probe, extra_params = None, []
     try:
-        replacement, declarations, functions = _template(recipe.template, function, statements, first, last,
-                                                         live, f"rr_{entry}_phase{phase}_isolated")
+        if recipe.template == "probe":
+            replacement, param, probe = _probe(recipe, function, statements, first, last)
+            declarations, functions, extra_params = [], [], [f".param .u64 {param}"]
+        else:
+            replacement, declarations, functions = _template(recipe.template, function, statements, first,
+                                                             last, live, f"rr_{entry}_phase{phase}_isolated")
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
-    result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions)
+    result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
     record = {
         "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
         "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},
@@ -84,6 +101,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         "predicates_out": live.predicates_out, "source_sha1": hashlib.sha1(text.encode()).hexdigest(),
         "spliced_sha1": hashlib.sha1(result.text.encode()).hexdigest(),
     }
+    if probe:
+        record["probe"] = probe
     write_text(output, result.text)
     write_json(str(output) + ".splice.json", record)
     return record
