@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from common import rr
 
 from rr.run.compare import as_numbers, compare_buffer
 from rr.run.launch import load_buffers, read_launch
 from rr.synth import model
 
 OUTPUTS = ("arena", "half_out", "surface0", "surface1", "surface2")
-
-
-def rr(*args) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "rr.cli", *args], capture_output=True, text=True, check=False)
-    if r.returncode:
-        sys.exit(f"rr {' '.join(args)}: exit {r.returncode}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def check(extents: str, work: Path) -> list[dict]:

@@ -10,25 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from common import rr
 
 from rr.run.probe import replay
 
 ENTRY = "cuda_dldn_engine_swin_enc2_kernel"
 RECIPE = Path(__file__).resolve().parents[1] / "config" / "recipes" / "probe.yaml"
-
-
-def rr(*args, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True,
-                       check=False)
-    if check and r.returncode:
-        sys.exit(f"rr {' '.join(map(str, args))}: exit {r.returncode}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def main() -> None:

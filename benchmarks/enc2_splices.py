@@ -13,22 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from common import rr
+
 ENTRY = "cuda_dldn_engine_swin_enc2_kernel"
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 OUTPUTS = ("arena", "half_out", "surface0", "surface1", "surface2")
-
-
-def rr(*args, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True,
-                       check=False)
-    if check and r.returncode:
-        sys.exit(f"rr {' '.join(map(str, args))}: exit {r.returncode}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def phases(text: str) -> list[int]:
