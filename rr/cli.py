@@ -237,8 +237,13 @@ def cmd_run(args) -> int:
         print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
         return 0 if args.record else 1
     dev = record.get("device", {}).get("name", "")
-    print(f"{args.output}: ok on {record['backend']} {dev}, "
-          f"{record['times_ms']['launch_and_sync']:.3f} ms launch+sync")
+    times = record["times_ms"]
+    took = (f"{times['launch_and_sync']:.3f} ms launch+sync" if "launch_and_sync" in times else
+            f"{times['run'] / 1e3:.2f} s interpreting {record['lanes']} threads, mma model "
+            f"{record['device']['mma_model']}")
+    print(f"{args.output}: ok on {record['backend']} {dev}, {took}")
+    for warning in record.get("unwritten_registers", []):
+        print(f"rr: warning: register {warning} before any write (read as zero)", file=sys.stderr)
     return 0
 
 

@@ -168,3 +168,10 @@ def pairwise(xs: list, op) -> object:
             nxt.append(xs[-1])
         xs = nxt
     return xs[0]
+
+
+def mma_exact_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The f32-accumulating e4m3 `mma`: the sum of the products and C in f64 (exact unless C spans
+    more than 53 bits beyond the products), rounded once to f32."""
+    s = np.matmul(e4m3_values(a), e4m3_values(b)) + np.asarray(c, dtype=np.float32).astype(np.float64)
+    return s.astype(np.float32)

@@ -144,8 +144,8 @@ def test_run_without_a_gpu_says_no_cuda_device(tmp_path):
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["status"] == "no_device"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run.json"]
-    r = _rr("run", str(tmp_path / "l"), "--backend", "cpu", "-o", str(tmp_path / "out2"))
-    assert r.returncode == 1 and "not built yet" in r.stderr
+    r = _rr("run", str(tmp_path / "l"), "--backend", "auto", "-o", str(tmp_path / "out2"))
+    assert r.returncode == 0 and json.loads((tmp_path / "out2" / "run.json").read_text())["backend"] == "cpu"
     r = _rr("time", str(tmp_path / "l"), "--vs", str(tmp_path / "l"), "--backend", "cpu")
     assert r.returncode == 1 and "gives no timing" in r.stderr
 

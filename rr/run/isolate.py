@@ -127,8 +127,18 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
         except NoDevice:
             backend = "cpu"
     if backend == "cpu":
-        return finish({"status": "unsupported", "backend": "cpu",
-                       "message": "the cpu backend (the PTX interpreter) is not built yet"}, 4)
+        from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
+
+        try:
+            record, outputs = run_cpu(launch_dir, progress=True)
+        except CpuUnsupported as e:
+            return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
+        except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
+            return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
+        except LaunchError as e:
+            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
+        write_launch(out, launch, outputs, Path(launch_dir) / launch.module)
+        return finish(record, 0)
     if backend != "cuda":
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)

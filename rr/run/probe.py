@@ -1,37 +1,20 @@
 """Reading what a `probe` splice stored: per warp, the A, B, C and D fragments of each probed
-`mma` (PTX ISA m16n8k32 e4m3 layouts), and their replay by an `mma` model of `rr.numerics`."""
+`mma` (`rr.run.fragments`), and their replay by an `mma` model of `rr.numerics`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rr import numerics as nx
+from rr.run import fragments
 
 
 def mma_fragments(words: np.ndarray, mma: dict) -> tuple:
     """From probed words (warps, 32 lanes, W) and one mma's word indices (`splice.json` probe
-    record): A (warps, 16, 32) and B (warps, 32, 8) e4m3 bytes, C and D (warps, 16, 8) f16."""
-    warps = words.shape[0]
-    lane = np.arange(32)
-    g, t = lane >> 2, lane & 3
-    a = np.zeros((warps, 16, 32), np.uint8)
-    b = np.zeros((warps, 32, 8), np.uint8)
-    c = np.zeros((warps, 16, 8), np.float16)
-    d = np.zeros((warps, 16, 8), np.float16)
-    for r, w in enumerate(mma["A"]):  # a0: row g, k 4t…; a1: row g+8; a2, a3: k 16+4t…
-        word_bytes = np.ascontiguousarray(words[:, :, w]).view(np.uint8).reshape(warps, 32, 4)
-        for i in range(4):
-            a[:, g + 8 * (r & 1), 16 * (r >> 1) + 4 * t + i] = word_bytes[:, :, i]
-    for r, w in enumerate(mma["B"]):  # b0: column g, k 4t…; b1: k 16+4t…
-        word_bytes = np.ascontiguousarray(words[:, :, w]).view(np.uint8).reshape(warps, 32, 4)
-        for i in range(4):
-            b[:, 16 * r + 4 * t + i, g] = word_bytes[:, :, i]
-    for out, role in ((c, "C"), (d, "D")):  # reg r: row g + 8r, columns 2t, 2t+1
-        for r, w in enumerate(mma[role]):
-            halves = np.ascontiguousarray(words[:, :, w]).view(np.float16).reshape(warps, 32, 2)
-            for e in range(2):
-                out[:, g + 8 * r, 2 * t + e] = halves[:, :, e]
-    return a, b, c, d
+    record): A (warps, 16, 32) and B (warps, 32, 8) e4m3 bytes, C and D (warps, 16, 8)."""
+    regs = {role: [words[:, :, w] for w in mma[role]] for role in ("A", "B", "C", "D")}
+    return (fragments.a_matrix(regs["A"]), fragments.b_matrix(regs["B"]),
+            fragments.c_matrix(regs["C"]), fragments.c_matrix(regs["D"]))
 
 
 def ulp_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -1,0 +1,98 @@
+"""The `cpu` backend: a vectorised PTX interpreter in numpy that runs a launch description.
+
+    record, buffers = run_cpu(LAUNCH_DIR, mma="exact")
+
+The module is decoded once (`program`), each statement compiled once into a closure
+(`semantics`), and the grid run a chunk of blocks at a time (`machine`), every thread of the chunk
+a lane of numpy arrays. The `mma` accumulation is a model from `rr.numerics.MMA_MODELS`; the
+record says which, since the GPU's tensor core rounds differently (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rr import numerics as nx
+from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
+from rr.run.cpu.program import DecodeError, decode
+from rr.run.cpu.semantics import Ctx, Unsupported, compile_op
+from rr.run.launch import load_buffers, param_images, read_launch
+
+MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory
+
+
+class CpuUnsupported(RuntimeError):
+    """The module uses something the interpreter does not implement (named in the message)."""
+
+
+def prepare(module_text: str, entry: str):
+    """Decode and compile a module's entry once: (program, ctx)."""
+    from rr.describe.provenance import param_offsets
+    from rr.ptx import parse
+
+    try:
+        program = decode(parse(module_text, "kernel.ptx"), entry)
+    except DecodeError as e:
+        raise CpuUnsupported(str(e)) from None
+    ctx = Ctx(program, param_offsets(program.kernel_params))
+    try:
+        for op in program.ops:
+            if op.kind == "plain":
+                op.run = compile_op(op, ctx)
+    except Unsupported as e:
+        raise CpuUnsupported(str(e)) from None
+    return program, ctx
+
+
+def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANES,
+            progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
+    directory = Path(directory)
+    t0 = time.perf_counter()
+    launch = read_launch(directory)
+    if launch.module.endswith(".cubin"):
+        raise CpuUnsupported(f"{directory / launch.module}: the cpu backend runs PTX, not a cubin")
+    arrays = {k: v.copy() for k, v in load_buffers(directory, launch).items()}
+    program, ctx = prepare((directory / launch.module).read_text(), launch.entry)
+
+    handles, buffers, images = {}, [], []
+    for f in launch.fields + launch.extra:
+        if f.kind == "buffer" and f.buffer not in handles:
+            handles[f.buffer] = (len(buffers) + 1) << BUFFER_SHIFT
+            buffers.append(np.ascontiguousarray(arrays[f.buffer]).reshape(-1).view(np.uint8))
+        elif f.kind in ("texture", "surface") and f.buffer not in handles:
+            handles[f.buffer] = HANDLE_BASE + len(images)
+            images.append((arrays[f.buffer], f.kind == "surface"))
+    space = bytearray(sum(p.size for p in program.kernel_params) + 64)
+    for p, image in zip(program.kernel_params, param_images(launch, handles)):
+        at = ctx.param_offsets[p.name]
+        space[at:at + len(image)] = image
+    grid, block = launch.grid, launch.block
+    total = grid[0] * grid[1] * grid[2]
+    per = max(1, max_lanes // (-(-(block[0] * block[1] * block[2]) // 32) * 32))
+    model = nx.MMA_MODELS[mma]
+    t1 = time.perf_counter()
+    unwritten: dict = {}
+    lanes = 0
+    with np.errstate(all="ignore"):
+        for start in range(0, total, per):
+            blocks = np.arange(start, min(start + per, total))
+            m = Machine(program, blocks, grid, block, bytes(space), buffers, images, model)
+            if progress:
+                print(f"rr run --backend cpu: blocks {start}–{blocks[-1]} of {total}", file=sys.stderr, flush=True)
+            m.run()
+            lanes += m.n
+            unwritten.update({k: v for k, v in m.unwritten.items() if k not in unwritten})
+    t2 = time.perf_counter()
+    record = {"status": "ok", "message": "", "backend": "cpu",
+              "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma},
+              "statements": len(program.ops), "lanes": lanes,
+              "unwritten_registers": [f"{r} first read at {w}" for r, w in sorted(unwritten.items())],
+              "times_ms": {"prepare": (t1 - t0) * 1e3, "run": (t2 - t1) * 1e3}}
+    return record, arrays
+
+
+__all__ = ["run_cpu", "prepare", "CpuUnsupported", "ExecutionError"]

@@ -1,0 +1,297 @@
+"""The CPU interpreter's machine: every thread of a chunk of blocks is one lane of numpy arrays.
+
+Registers hold raw bits (uint16/32/64, bool for predicates). One statement runs for every active
+thread at once; the threads at the lowest program counter run together (min-PC reconvergence), so
+divergent branches and loops reconverge where the GPU's would, and warp-wide instructions (`shfl`,
+`mma`, `movmatrix`) see every lane of the warp that reached them. A warp is 32 consecutive lanes
+(threads in x-fastest order, each block padded to whole warps). Memory: global buffers at
+synthetic 64-bit addresses (buffer i at (i+1)·2^40), the kernel's parameter image, per-thread
+call-parameter memory, a shared window per block, RGBA16F textures and surfaces by handle.
+Out-of-bounds accesses stop the run naming the statement, the thread and the address.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rr import numerics as nx
+
+BUFFER_SHIFT = 40
+PARAM_BASE = 0xF0 << BUFFER_SHIFT  # generic address of the kernel parameter space
+HANDLE_BASE = 0xE0 << BUFFER_SHIFT  # texture and surface objects
+MAX_CALL_DEPTH = 4
+SHARED_BASE = 0xD0 << BUFFER_SHIFT  # the shared window as a generic address (cvta.shared)
+BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+TYPES = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16,
+         "f16": np.float16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32,
+         "f16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16, "b64": np.uint64, "u64": np.uint64,
+         "s64": np.int64, "f64": np.float64, "pred": np.bool_}
+
+
+class ExecutionError(RuntimeError):
+    """The kernel did something the GPU would fault on, or the interpreter cannot do."""
+
+
+class Machine:
+    def __init__(self, program, blocks: np.ndarray, grid: tuple, block: tuple, param_image: bytes,
+                 buffers: list, images: list, mma_model):
+        self.program = program
+        self.grid, self.block = grid, block
+        threads = block[0] * block[1] * block[2]
+        self.T = -(-threads // 32) * 32  # lanes per block, padded to whole warps
+        self.nblocks = len(blocks)
+        self.n = n = self.nblocks * self.T
+        self.lane_block = np.repeat(np.arange(self.nblocks), self.T)
+        local = np.tile(np.arange(self.T), self.nblocks)
+        self.done = np.tile(np.arange(self.T) >= threads, self.nblocks)
+        tx, ty, tz = local % block[0], (local // block[0]) % block[1], local // (block[0] * block[1])
+        bx, by, bz = blocks % grid[0], (blocks // grid[0]) % grid[1], blocks // (grid[0] * grid[1])
+        lb = self.lane_block
+        u = np.uint32
+        self.special = {
+            "%tid.x": tx.astype(u), "%tid.y": ty.astype(u), "%tid.z": tz.astype(u),
+            "%ntid.x": u(block[0]), "%ntid.y": u(block[1]), "%ntid.z": u(block[2]),
+            "%ctaid.x": bx[lb].astype(u), "%ctaid.y": by[lb].astype(u), "%ctaid.z": bz[lb].astype(u),
+            "%nctaid.x": u(grid[0]), "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]),
+            "%laneid": (local % 32).astype(u), "%warpid": (local // 32).astype(u),
+        }
+        self.regs: dict[str, np.ndarray] = {}
+        self.pmem: dict[str, np.ndarray] = {}
+        self.params = np.frombuffer(param_image, dtype=np.uint8)
+        self.buffers = buffers  # uint8 views, written in place
+        self.images = images  # (array (h, w, 4) float16, is_surface)
+        self.shared = np.zeros((self.nblocks, max(program.shared_bytes, 1)), np.uint8)
+        self.pc = np.zeros(n, np.int64)
+        # A thread inside called functions is scheduled by its call sites, outermost first, then by
+        # its place in the innermost callee (callee code follows the entry's, so raw pcs would run
+        # callers' later statements before their callees finish). A small stack, no recursion.
+        self.depth = np.zeros(n, np.int64)
+        self.sites = np.zeros((n, MAX_CALL_DEPTH), np.int64)
+        self.starts = np.zeros((n, MAX_CALL_DEPTH), np.int64)
+        self.mma_model = mma_model
+        self.unwritten: dict[str, str] = {}  # register -> where it was first read unwritten
+        self.calls: dict[str, dict] = {}  # callee -> its active call site
+
+    # -- registers ------------------------------------------------------------------------------
+
+    def get(self, name: str, op) -> np.ndarray:
+        r = self.regs.get(name)
+        if r is None:
+            self.unwritten.setdefault(name, op.where())
+            return np.zeros(self.n, np.uint32)
+        return r
+
+    def put(self, name: str, value, mask) -> None:
+        value = np.asarray(value)
+        if value.dtype != np.bool_:
+            value = value.view(BITS[value.dtype.itemsize * 8]) if value.ndim else \
+                np.asarray(value).reshape(1).view(BITS[value.dtype.itemsize * 8])[0]
+        if mask is None:
+            self.regs[name] = np.broadcast_to(value, (self.n,)).copy() if value.ndim == 0 or value.shape[0] != self.n \
+                else value
+            return
+        old = self.regs.get(name)
+        if old is None or old.dtype != value.dtype:
+            old = np.zeros(self.n, value.dtype)
+        self.regs[name] = np.where(mask, value, old)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def _fail(self, op, lanes: np.ndarray, what: str) -> None:
+        lane = int(np.flatnonzero(lanes)[0])
+        b, t = divmod(lane, self.T)
+        raise ExecutionError(f"{op.where()}: {what} (block {b} of this chunk, thread {t})")
+
+    def gather(self, space: str, addr: np.ndarray, width: int, op, mask) -> np.ndarray:
+        """`width` bytes per lane at `addr` → (n, width) uint8 (zeros where a lane is inactive)."""
+        out = np.zeros((self.n, width), np.uint8)
+        lanes = np.ones(self.n, bool) if mask is None else mask
+        if not lanes.any():
+            return out
+        addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
+        for mem, offs, sel in self._regions(space, addr, width, op, lanes):
+            out[sel] = mem[offs[:, None] + np.arange(width)]
+        return out
+
+    def scatter(self, space: str, addr: np.ndarray, data: np.ndarray, op, mask) -> None:
+        lanes = np.ones(self.n, bool) if mask is None else mask
+        if not lanes.any():
+            return
+        width = data.shape[1]
+        addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
+        for mem, offs, sel in self._regions(space, addr, width, op, lanes):
+            mem[offs[:, None] + np.arange(width)] = data[sel]
+
+    def _regions(self, space, addr, width, op, lanes):
+        """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched."""
+        if space == "generic":  # by the window the address falls in
+            tag = addr >> np.uint64(BUFFER_SHIFT)
+            for window, base in (("shared", SHARED_BASE), ("param", PARAM_BASE)):
+                sel = lanes & (tag == np.uint64(base >> BUFFER_SHIFT))
+                if sel.any():
+                    yield from self._regions(window, addr - np.uint64(base) if window == "shared" else addr,
+                                             width, op, sel)
+            rest = lanes & (tag != np.uint64(SHARED_BASE >> BUFFER_SHIFT)) & (tag != np.uint64(PARAM_BASE >> BUFFER_SHIFT))
+            if rest.any():
+                yield from self._regions("global", addr, width, op, rest)
+            return
+        if space == "shared":
+            a = addr[lanes].astype(np.int64)
+            size = self.shared.shape[1]
+            bad = (a < 0) | (a + width > size)
+            if bad.any():
+                sel = np.flatnonzero(lanes)[bad]
+                self._fail(op, np.isin(np.arange(self.n), sel[:1]),
+                           f"shared access of {width} bytes at {int(a[bad][0])} outside the {size}-byte window")
+            yield self.shared.reshape(-1), self.lane_block[lanes] * size + a, lanes
+            return
+        if space == "param":
+            a = addr[lanes]
+            if np.all((a >> np.uint64(BUFFER_SHIFT)) == np.uint64(PARAM_BASE >> BUFFER_SHIFT)):
+                off = (a - np.uint64(PARAM_BASE)).astype(np.int64)
+                if (off + width > self.params.size).any():
+                    self._fail(op, lanes, f"parameter read past the {self.params.size}-byte image")
+                yield self.params, off, lanes
+                return
+            self._fail(op, lanes, "a parameter address that is not in the kernel's parameter space")
+        ids = (addr >> np.uint64(BUFFER_SHIFT)).astype(np.int64) - 1
+        offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).astype(np.int64)
+        for i in np.unique(ids[lanes]):
+            sel = lanes & (ids == i)
+            if not 0 <= i < len(self.buffers):
+                self._fail(op, sel, f"global address 0x{int(addr[sel][0]):x} is in no buffer")
+            mem = self.buffers[i]
+            o = offs[sel]
+            bad = o + width > mem.size
+            if bad.any():
+                self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(sel)[bad][:1]),
+                           f"global access of {width} bytes at offset {int(o[bad][0])} of a {mem.size}-byte buffer")
+            yield mem, o, sel
+
+    def param_memory(self, name: str) -> np.ndarray:
+        if name not in self.pmem:
+            self.pmem[name] = np.zeros((self.n, self.program.param_sizes[name]), np.uint8)
+        return self.pmem[name]
+
+    # -- running --------------------------------------------------------------------------------
+
+    def run(self, progress=None) -> None:
+        """Run until every thread has returned. While all live threads share one pc it is kept as
+        a number; the pc array is written when control splits them."""
+        ops, frees = self.program.ops, self.program.frees
+        pc, done = self.pc, self.done
+        live_mask = None if not done.any() else ~done
+        uniform = 0
+        steps = 0
+        while True:
+            if uniform is not None:
+                lo, active = uniform, live_mask
+            else:
+                live = ~done
+                if not live.any():
+                    return
+                at = self._lowest(live)
+                lo = int(pc[at][0])
+                if at.sum() == live.sum():
+                    uniform, active = lo, live_mask
+                else:
+                    active = at
+            op = ops[lo]
+            eff = active
+            if op.guard is not None:
+                g = self.get(op.guard[0], op).astype(bool)
+                g = ~g if op.guard[1] else g
+                eff = g if eff is None else (eff & g)
+            if op.kind == "plain":
+                op.run(self, eff)
+                if uniform is not None:
+                    uniform += 1
+                else:
+                    pc[active] += 1
+            else:
+                if uniform is not None:
+                    pc[~done] = uniform
+                    uniform = None
+                act = ~done if active is None else active
+                taken = act if eff is None else (act & eff)
+                pc[act & ~taken] = lo + 1
+                self._control(op, taken, lo)
+                live_mask = None if not done.any() else ~done
+            for r in frees.get(lo, ()):
+                self.regs.pop(r, None)
+            steps += 1
+            if progress is not None and steps % 5000 == 0:
+                progress(steps, lo)
+
+    def _in_function(self, func: str) -> np.ndarray:
+        """Threads with `func` on their call stack."""
+        levels = np.arange(MAX_CALL_DEPTH)[None, :] < self.depth[:, None]
+        return ((self.starts == self.program.func_start[func]) & levels).any(1)
+
+    def _lowest(self, live: np.ndarray) -> np.ndarray:
+        """The live threads first in (call site, …, call site, pc) order; a missing level sorts
+        first, so a thread at a call site enters the call before its callee's threads go on."""
+        at = live.copy()
+        for level in range(MAX_CALL_DEPTH + 1):
+            if level == 0:
+                col = np.where(self.depth == 0, self.pc, self.sites[:, 0])
+            else:
+                inner = np.where(self.depth == level, self.pc, self.sites[:, min(level, MAX_CALL_DEPTH - 1)])
+                col = np.where(self.depth < level, -1, inner - self.starts[:, level - 1])
+            at &= col == col[at].min()
+            if not (self.depth[at] > level).any():
+                return at
+        return at
+
+    def _control(self, op, taken: np.ndarray, lo: int) -> None:
+        if op.opcode.startswith("bra"):
+            self.pc[taken] = op.target
+        elif op.opcode.startswith("call"):
+            callee = op.call["func"]
+            site = self.calls.get(callee)
+            if site is not None and site is not op.call and self._in_function(callee).any():
+                raise ExecutionError(f"{op.where()}: {callee} entered from two call sites at once")
+            self.calls[callee] = op.call
+            ins, _ = self.program.formals[callee]
+            for actual, formal in zip(op.call["args"], ins):
+                self.param_memory(formal)[taken] = self.param_memory(actual)[taken]
+            d = self.depth[taken]
+            if (d >= MAX_CALL_DEPTH).any():
+                raise ExecutionError(f"{op.where()}: calls nested deeper than {MAX_CALL_DEPTH}")
+            rows = np.flatnonzero(taken)
+            self.sites[rows, d] = lo
+            self.starts[rows, d] = self.program.func_start[callee]
+            self.depth[taken] += 1
+            self.pc[taken] = self.program.func_start[callee]
+        elif op.opcode.startswith(("ret", "exit")):
+            if op.func == self.program.entry or op.opcode.startswith("exit"):
+                self.done |= taken
+                return
+            site = self.calls[op.func]
+            _, outs = self.program.formals[op.func]
+            for actual, formal in zip(site["rets"], outs):
+                self.param_memory(actual)[taken] = self.param_memory(formal)[taken]
+            rows = np.flatnonzero(taken)
+            self.depth[taken] -= 1
+            self.pc[taken] = self.sites[rows, self.depth[taken]] + 1
+        elif op.opcode == "trap":
+            self._fail(op, taken, "trap executed")
+
+
+def mma_sync(m: Machine, op, mask, d_regs, a_regs, b_regs, c_regs) -> None:
+    """One `mma.sync.aligned.m16n8k32.row.col` over every warp of the chunk."""
+    if mask is not None and not np.all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
+        raise ExecutionError(f"{op.where()}: mma.sync reached by part of a warp")
+    from rr.run import fragments
+
+    def w(name):
+        return m.get(name, op).view(np.uint32).reshape(-1, 32)
+    a = fragments.a_matrix([w(r) for r in a_regs])
+    b = fragments.b_matrix([w(r) for r in b_regs])
+    c = fragments.c_matrix([w(r) for r in c_regs])
+    if c.dtype == np.float16:
+        d = m.mma_model(a, b, c)
+    else:
+        d = nx.mma_exact_f32(a, b, c)
+    for name, value in zip(d_regs, fragments.d_registers(d)):
+        m.put(name, value.reshape(-1), mask)

@@ -1,0 +1,250 @@
+"""Decoding a PTX module once for the CPU interpreter: the entry and the functions it calls become
+one numbered list of operations, with names made unique and liveness known.
+
+* Registers and `.param`s declared inside a `{ … }` scope block are renamed `name@N` (N the block),
+  so blocks that reuse a name (cuda_fp16's `low`, say) do not collide; a called function's
+  registers are prefixed `func::`, since isolate's functions reuse the entry's names.
+* Labels are per function; a callee's code follows the entry's, so program counters are global.
+* Each register's last use is known, extended to the end of any loop that reads it, so the
+  machine frees it once no thread can read it again (min-PC scheduling runs lower PCs first).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rr.ptx.model import (
+    Addr,
+    Block,
+    Directive,
+    Function,
+    Instruction,
+    Label,
+    Pair,
+    Plist,
+    Reg,
+    Sym,
+    TopLevel,
+    Vec,
+)
+
+NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "trap", "red.", "membar", "fence")
+_PARAM_DECL = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$%]+)\s*(?:\[(\d+)\])?")
+_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
+
+
+class DecodeError(ValueError):
+    """A module the interpreter cannot run; names the function, statement and line."""
+
+
+@dataclass
+class Op:
+    pc: int
+    func: str
+    stmt: int  # statement number within its function (1-based, DESIGN §3)
+    line: int
+    opcode: str
+    text: str
+    guard: tuple | None  # (register, negated)
+    operands: tuple
+    reads: tuple = ()
+    writes: tuple = ()
+    target: int | None = None  # branch target pc
+    call: dict | None = None  # call: {"func", "args": [...], "rets": [...]}
+    kind: str = "plain"  # plain, or control (bra, call, ret, exit, trap: the machine moves the pc)
+    run: object = None  # the compiled semantics of a plain op
+
+    def where(self) -> str:
+        return f"{self.func} s{self.stmt} (line {self.line}): {self.opcode}"
+
+
+@dataclass
+class Program:
+    entry: str
+    ops: list
+    func_start: dict  # function -> first pc
+    formals: dict  # function -> (in param names, out param names), prefixed
+    param_sizes: dict  # param-memory name -> bytes (call-block params and formals)
+    shared: dict  # symbol -> offset in the block's shared window
+    shared_bytes: int
+    kernel_params: list  # the entry's Param objects
+    last_use: dict = field(default_factory=dict)  # register -> pc after which it is dead
+    frees: dict = field(default_factory=dict)  # pc -> registers to free after it
+
+
+def _rename(op, name, registers=frozenset()):
+    """`op` with its names resolved through the scopes; a scoped register spelt without `%`
+    (`low`, `fl`: parsed as a symbol) becomes a register again."""
+    if isinstance(op, Reg):
+        return op if op.special else Reg(name(op.name), op.negated)
+    if isinstance(op, Sym):
+        n = name(op.name, symbol=True)
+        return Reg(n) if n in registers else Sym(n)
+    if isinstance(op, Vec):
+        return Vec(tuple(_rename(o, name, registers) for o in op.items))
+    if isinstance(op, Pair):
+        return Pair(_rename(op.first, name, registers), _rename(op.second, name, registers))
+    if isinstance(op, Addr):
+        base = _rename(op.base, name, registers) if op.base is not None else None
+        return Addr(base, op.offset, tuple(_rename(o, name, registers) for o in op.extra))
+    if isinstance(op, Plist):
+        return Plist(tuple(_rename(o, name, registers) for o in op.items))
+    return op
+
+
+def _regs(op) -> list[str]:
+    if isinstance(op, Reg):
+        return [] if op.special else [op.name]
+    if isinstance(op, (Vec, Plist)):
+        return [r for o in op.items for r in _regs(o)]
+    if isinstance(op, Pair):
+        return _regs(op.first) + _regs(op.second)
+    if isinstance(op, Addr):
+        return (_regs(op.base) if op.base is not None else []) + [r for o in op.extra for r in _regs(o)]
+    return []
+
+
+def _shared_layout(module, functions) -> tuple[dict, int]:
+    """Offsets of the `.shared` variables in a block's window: module-level ones, and those NVVM
+    declares inside function bodies."""
+    offsets, at = {}, 0
+    decls = [item for item in module.items if isinstance(item, TopLevel)]
+    for f in functions.values():
+        decls += [d for d in f.body or () if isinstance(d, Directive) and d.kind == "shared"]
+    for item in decls:
+        if ".shared" in item.text:
+            m = _SHARED_DECL.search(item.text)
+            if not m:
+                continue
+            align = int(m.group(1) or 4)
+            width = max(int(re.sub(r"\D", "", m.group(2)) or 8) // 8, 1)
+            count = int(m.group(4)) if m.group(4) else (0 if m.group(4) == "" else 1)
+            at = -(-at // align) * align
+            offsets[m.group(3)] = at
+            at += width * count
+    return offsets, at
+
+
+def decode(module, entry: str) -> Program:
+    functions = {item.name: item for item in module.items if isinstance(item, Function) and item.has_body}
+    if entry not in functions:
+        raise DecodeError(f"no entry {entry!r} with a body in the module")
+    shared, shared_bytes = _shared_layout(module, functions)
+    ops: list[Op] = []
+    func_start, formals, param_sizes = {}, {}, {}
+    pending = [entry]
+    branch_fix: list[tuple[Op, str, str]] = []
+    labels: dict[tuple, int] = {}
+    blocks = [0]
+    scoped_registers: set[str] = set()
+
+    def emit_function(fname: str) -> None:
+        f: Function = functions[fname]
+        prefix = "" if fname == entry else f"{fname}::"
+        func_start[fname] = len(ops)
+        if fname != entry:
+            ins = [prefix + p.name for p in f.params]
+            outs = [prefix + p.name for p in f.returns]
+            formals[fname] = (ins, outs)
+            for p in list(f.params) + list(f.returns):
+                param_sizes[prefix + p.name] = p.size
+        counter = [0]
+
+        def walk(items, scopes):
+            for item in items:
+                if isinstance(item, Directive) and item.kind in ("reg", "param"):
+                    continue  # declarations were gathered with their block
+                if isinstance(item, Label):
+                    labels[fname, item.name] = len(ops)
+                elif isinstance(item, Block):
+                    blocks[0] += 1
+                    local = {}
+                    for d in item.items:
+                        if isinstance(d, Directive) and d.kind == "reg":
+                            for r in d.register_names():
+                                local[r] = f"{prefix}{r}@{blocks[0]}"
+                                scoped_registers.add(local[r])
+                        if isinstance(d, Directive) and d.kind == "param":
+                            m = _PARAM_DECL.search(d.text)
+                            if m:
+                                scoped = f"{prefix}{m.group(2)}@{blocks[0]}"
+                                local[m.group(2)] = scoped
+                                width = max(int(re.sub(r"\D", "", m.group(1)) or 8) // 8, 1)
+                                param_sizes[scoped] = width * int(m.group(3) or 1)
+                    walk(item.items, scopes + [local])
+                elif isinstance(item, Instruction):
+                    counter[0] += 1
+                    compile_instruction(item, counter[0], scopes)
+
+        def compile_instruction(item: Instruction, stmt: int, scopes) -> None:
+            def name(n: str, symbol: bool = False) -> str:
+                for scope in reversed(scopes):
+                    if n in scope:
+                        return scope[n]
+                if symbol:  # a callee's formal parameters are its own; other symbols are global
+                    formal = fname != entry and any(n == p.name for p in list(f.params) + list(f.returns))
+                    return prefix + n if formal else n
+                return prefix + n
+
+            opcode = item.opcode
+            operands = tuple(_rename(o, name, scoped_registers) for o in item.operands)
+            guard = None
+            if item.guard:
+                g = item.guard
+                guard = (name(g.lstrip("!")), g.startswith("!"))
+            op = Op(len(ops), fname, stmt, item.line, opcode, item.render(), guard, operands)
+            if opcode.startswith(("bra", "call", "ret", "exit")) or opcode == "trap":
+                op.kind = "control"
+            if opcode.startswith("bra"):
+                branch_fix.append((op, fname, item.operands[-1].name))
+            if opcode.startswith("call"):
+                plists = [o for o in operands if isinstance(o, Plist)]
+                callee = next(o.name for o in item.operands if isinstance(o, Sym))
+                if callee not in functions:
+                    raise DecodeError(f"{op.where()}: calls {callee!r}, which has no body in the module")
+                rets = [str(x) for x in plists[0].items] if len(plists) == 2 else []
+                args = [str(x) for x in plists[-1].items] if plists else []
+                op.call = {"func": callee, "args": args, "rets": rets}
+                if callee not in pending:
+                    pending.append(callee)
+            dests = [] if opcode.startswith(NO_DEST) or not operands else _regs(operands[0])
+            srcs = [r for o in (operands if opcode.startswith(NO_DEST) else operands[1:]) for r in _regs(o)]
+            op.writes = tuple(dests)
+            op.reads = tuple(srcs + ([guard[0]] if guard else []))
+            ops.append(op)
+
+        walk(f.body, [{}])
+        # a function's last statement falls through to its end: add an implicit ret
+        ops.append(Op(len(ops), fname, counter[0] + 1, f.last_line, "ret", "ret;", None, (), kind="control"))
+
+    i = 0
+    while i < len(pending):
+        emit_function(pending[i])
+        i += 1
+    for op, fname, label in branch_fix:
+        if (fname, label) not in labels:
+            raise DecodeError(f"{op.where()}: branch to unknown label {label!r}")
+        op.target = labels[fname, label]
+    program = Program(entry, ops, func_start, formals, param_sizes, shared, shared_bytes,
+                      list(functions[entry].params))
+    _liveness(program)
+    return program
+
+
+def _liveness(program: Program) -> None:
+    last: dict[str, int] = {}
+    for op in program.ops:
+        for r in op.reads + op.writes:
+            last[r] = op.pc
+    # A loop keeps what it touches alive past its back edge: to the statement after it, which
+    # min-PC scheduling runs only once no thread can go round again.
+    for op in program.ops:
+        if op.target is not None and op.target <= op.pc:
+            for r in {r for o in program.ops[op.target:op.pc + 1] for r in o.reads + o.writes}:
+                last[r] = max(last[r], op.pc + 1)
+    program.last_use = last
+    frees: dict[int, list] = {}
+    for r, pc in last.items():
+        frees.setdefault(pc, []).append(r)
+    program.frees = frees

@@ -1,0 +1,239 @@
+"""The cpu backend: the PTX interpreter runs launch descriptions without a GPU. Checked here against
+numpy truth — instruction families, the runs issue's kernels, nvcc-built kernels with shuffles,
+movmatrix, branches and loops, textures and surfaces, mma chains — and against the synthetic
+enc2's numpy model, byte for byte when both use the same mma model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from run_kernels import PTX, single_buffer_launch, struct_launch
+
+from rr import numerics as nx
+from rr.run import fragments
+from rr.run.cpu import CpuUnsupported, run_cpu
+from rr.run.launch import Buffer, Field, Launch, load_buffers, read_launch, write_launch
+from rr.synth import model
+from rr.synth.inputs import write_enc2
+
+RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
+
+
+def _rr(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def launch_of(directory: Path, module: Path, entry: str, buffers: dict, grid=(1, 1, 1), block=(32, 1, 1),
+              scalars: tuple = (), images: dict | None = None) -> None:
+    """A list-layout launch: one parameter per buffer (in order), then texture/surface objects and
+    scalars. `buffers`: name -> (array, role)."""
+    fields, described = [], {}
+    for name, (array, role) in buffers.items():
+        kind = (images or {}).get(name, "buffer")
+        fields.append(Field(kind, buffer=name))
+        described[name] = Buffer(name, f"{name}.npy", role, "rgba16f" if kind != "buffer" else None)
+    fields += [Field("scalar", 0, dtype, (value,)) for dtype, value in scalars]
+    launch = Launch(entry=entry, module="kernel.ptx", grid=grid, block=block, layout="list",
+                    fields=tuple(fields), buffers=described)
+    write_launch(directory, launch, {n: a for n, (a, _) in buffers.items()}, module)
+
+
+def test_instruction_families_against_numpy(tmp_path):
+    rng = np.random.default_rng(5)
+    # keep the f16 halves finite and the divisor away from zero
+    halves = rng.uniform(-4, 4, (32, 2, 2)).astype(np.float16)
+    halves[:, 1, 0] = np.where(np.abs(halves[:, 1, 0]) < 0.25, np.float16(0.5), halves[:, 1, 0])
+    words = (halves.view(np.uint16).astype(np.uint32)[..., 0] | (halves.view(np.uint16).astype(np.uint32)[..., 1] << 16))
+    words[:8, 0] |= 0x80000000 & words[:8, 1]  # some negative integers too
+    halves = np.ascontiguousarray(words).view(np.float16).reshape(32, 2, 2)
+    launch_of(tmp_path / "l", PTX / "families.ptx", "rr_test_families",
+              {"inp": (words, "in"), "out": (np.zeros((32, 16), np.uint32), "out")})
+    record, out = run_cpu(tmp_path / "l")
+    got = out["out"]
+    a, b = words[:, 0].view(np.int32).astype(np.int64), words[:, 1].view(np.int32).astype(np.int64)
+    ua, ub = words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
+    i32 = lambda v: (np.asarray(v, np.int64) & 0xFFFFFFFF).astype(np.uint32)  # noqa: E731
+    assert np.array_equal(got[:, 0], i32(a + b))
+    assert np.array_equal(got[:, 1], i32(a * b))
+    assert np.array_equal(got[:, 2], i32(a * 7 + b))
+    assert np.array_equal(got[:, 3], i32(a >> 3))
+    assert np.array_equal(got[:, 4], (ua >> 3).astype(np.uint32))
+    assert np.array_equal(got[:, 5], ((ua << (ub & 31)) & 0xFFFFFFFF).astype(np.uint32))
+    assert np.array_equal(got[:, 6], i32(np.minimum(a, b)))
+    assert np.array_equal(got[:, 7], np.maximum(ua, ub).astype(np.uint32))
+    assert np.array_equal(got[:, 8], np.where((a < b) | (ua > ub), words[:, 0], words[:, 1]))
+    assert np.array_equal(got[:, 9], words[:, 0] ^ words[:, 1])
+    x, x_hi, y, y_hi = halves[:, 0, 0], halves[:, 0, 1], halves[:, 1, 0], halves[:, 1, 1]
+    prod = np.stack([nx.mul(x, y), nx.mul(x_hi, y_hi)], -1).view(np.uint32)[:, 0]
+    assert np.array_equal(got[:, 10], prod)
+    q = (x.astype(np.float64) / y.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(got[:, 11], np.trunc(q).astype(np.int32).view(np.uint32))
+    packed = nx.from_e4m3(nx.to_e4m3(halves[:, 0]))  # e4m3 round trip of both halves of a
+    assert np.array_equal(got[:, 12], packed.view(np.uint32)[:, 0])
+    assert np.array_equal(got[:, 13], nx.ex2_approx(y.astype(np.float32)).view(np.uint32))
+    fused = nx.fma(x, y, x_hi)
+    assert np.array_equal(got[:, 14], np.stack([fused, q.astype(np.float16)], -1).view(np.uint32)[:, 0])
+    assert np.array_equal(got[:, 15], np.arange(32, dtype=np.uint32))
+    assert record["unwritten_registers"] == []
+
+
+def test_struct_kernel_on_the_cpu_matches_numpy_bit_for_bit(tmp_path):
+    expected = struct_launch(tmp_path / "l", height=8, scale=2.0)
+    r = _rr("run", tmp_path / "l", "--backend", "cpu", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "out" / "d.npy").view(np.uint16), expected["d"].view(np.uint16))
+    assert np.array_equal(np.load(tmp_path / "out" / "surf.npy").view(np.uint16), expected["surf"].view(np.uint16))
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["status"] == "ok" and record["backend"] == "cpu" and record["device"]["mma_model"] == "exact"
+
+
+def test_an_out_of_bounds_store_is_a_fault_naming_statement_and_thread(tmp_path):
+    single_buffer_launch(tmp_path / "fault", "fault.ptx", "rr_test_fault")
+    r = _rr("run", tmp_path / "fault", "--backend", "cpu", "-o", tmp_path / "o")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    record = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert record["status"] == "fault"
+    assert "rr_test_fault s3 (line 15): st.global.u32" in record["message"] and "thread 0" in record["message"]
+
+
+def test_an_unsupported_instruction_is_named_with_its_statement_and_line(tmp_path):
+    text = (PTX / "fault.ptx").read_text().replace("st.global.u32 \t[%rd1], %r1;", "atom.global.add.u32 \t%r1, [%rd1], 1;")
+    (tmp_path / "atom.ptx").write_text(text)
+    single_buffer_launch(tmp_path / "l", "fault.ptx", "rr_test_fault")
+    (tmp_path / "l" / "kernel.ptx").write_text(text)
+    with pytest.raises(CpuUnsupported, match=r"rr_test_fault s3 \(line 15\): atom.global.add.u32"):
+        run_cpu(tmp_path / "l")
+
+
+def test_a_hanging_kernel_times_out_on_the_cpu_too(tmp_path):
+    single_buffer_launch(tmp_path / "hang", "hang.ptx", "rr_test_hang")
+    r = _rr("run", tmp_path / "hang", "--backend", "cpu", "-o", tmp_path / "o", "--timeout", "4")
+    assert r.returncode == 1
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["status"] == "timeout"
+
+
+def test_shuffles_against_numpy(tmp_path, nvcc_ptx):
+    v = np.random.default_rng(6).uniform(-2, 2, 64).astype(np.float32)
+    launch_of(tmp_path / "l", nvcc_ptx("shuffles"), "reduce",
+              {"in": (v, "in"), "out": (np.zeros(64, np.float32), "out"), "hout": (np.zeros(64, np.uint32), "out")},
+              grid=(2, 1, 1))
+    _, out = run_cpu(tmp_path / "l")
+    w = v.reshape(2, 32)
+    lane = np.arange(32)
+    s = w + w[:, lane ^ 1]
+    s = s + s[:, lane ^ 2]
+    d = w[:, np.where(lane + 1 <= 31, lane + 1, lane)]  # a source lane past 31 gives its own value
+    d = d + d[:, np.where(lane + 8 <= 31, lane + 8, lane)]
+    u = w[:, np.where(lane - 4 >= 0, lane - 4, lane)]
+    i = w[:, [0]] * np.ones((1, 32), np.float32)
+    assert np.array_equal(out["out"].reshape(2, 32), ((s + d) + u) + i)
+    h = np.stack([s.astype(np.float16), d.astype(np.float16)], -1)  # __floats2half2_rn(s, d): s low
+    partner = (lane & ~7) | ((lane ^ 4) & 7)  # width 8: segments of 8 lanes
+    expect = np.stack([nx.add(h[..., 0], h[:, partner, 0]), nx.add(h[..., 1], h[:, partner, 1])], -1)
+    assert np.array_equal(out["hout"].reshape(2, 32), expect.view(np.uint32)[..., 0])
+
+
+def test_movmatrix_transposes_each_8x8_tile(tmp_path, nvcc_ptx):
+    tiles = np.random.default_rng(7).integers(0, 2 ** 32, (3, 32), dtype=np.uint64).astype(np.uint32)
+    launch_of(tmp_path / "l", nvcc_ptx("movmatrix"), "transpose_tiles",
+              {"in": (tiles.reshape(-1), "in"), "out": (np.zeros(96, np.uint32), "out")}, scalars=(("int32", 3),))
+    _, out = run_cpu(tmp_path / "l")
+    halves = tiles.view(np.uint16).reshape(3, 8, 8)  # lane l: row l>>2, columns 2(l&3), +1
+    assert np.array_equal(out["out"].reshape(3, 32),
+                          np.ascontiguousarray(halves.transpose(0, 2, 1)).reshape(3, 64).view(np.uint32))
+
+
+@pytest.mark.parametrize("flags", [(), ("-G",)])
+def test_loops_divergent_branches_calls_and_barriers(tmp_path, nvcc_ptx, flags):
+    n = 300
+    v = np.random.default_rng(8).uniform(-3, 3, n).astype(np.float32)
+    launch_of(tmp_path / "l", nvcc_ptx("branches", *flags), "loops",
+              {"in": (v, "in"), "out": (np.zeros(2, np.float32), "out")}, grid=(2, 1, 1), block=(128, 1, 1),
+              scalars=(("int32", n),))
+    record, out = run_cpu(tmp_path / "l")
+
+    def cubic(x):
+        y = np.clip(x, -2, 2)
+        return x * (0.5 + y * (0.412109375 - 0.0810546875 * np.abs(y)))
+    acc = np.zeros(128)
+    for t in range(128):
+        for i in range(t, n, 128):
+            x = float(v[i])
+            acc[t] += cubic(x) if x > 0 else (-x * x if x < -1 else 0.0)
+    # the compiler's own operation order (fma contraction, the tree) differs from this loop in f32
+    assert np.allclose(out["out"], acc.sum(), rtol=1e-5)
+    assert record["unwritten_registers"] == []
+
+
+def test_texture_reads_and_surface_writes(tmp_path, nvcc_ptx):
+    h, w = 5, 7
+    tex = np.random.default_rng(9).uniform(0, 1, (h, w, 4)).astype(np.float16)
+    launch_of(tmp_path / "l", nvcc_ptx("tex_surf"), "blur3",
+              {"src": (tex, "in"), "dst": (np.zeros((h, w, 4), np.float16), "out")}, grid=(1, 2, 1),
+              block=(8, 4, 1), scalars=(("int32", w), ("int32", h)), images={"src": "texture", "dst": "surface"})
+    _, out = run_cpu(tmp_path / "l")
+    acc = np.zeros((h, w, 4), np.float32)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            ys, xs = np.clip(np.arange(h) + dy, 0, h - 1), np.clip(np.arange(w) + dx, 0, w - 1)
+            acc = acc + tex[ys][:, xs].astype(np.float32)
+    expect = np.concatenate([(acc[..., :3] * np.float32(1 / 9)).astype(np.float16), acc[..., 3:].astype(np.float16)], -1)
+    assert np.array_equal(out["dst"].view(np.uint16), expect.view(np.uint16))
+
+
+def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
+    m, n, k = 2, 3, 2
+    rng = np.random.default_rng(10)
+    a = nx.to_e4m3(rng.normal(0, 1, (m * k * 32 * 16,)).astype(np.float16))
+    b = nx.to_e4m3(rng.normal(0, 1, (n * k * 32 * 8,)).astype(np.float16))
+    bias = rng.normal(0, 1, (n * 4 * 2,)).astype(np.float16).view(np.uint32)
+    launch_of(tmp_path / "l", nvcc_ptx("mma_chain"), "gemm_phase",
+              {"a": (a, "in"), "b": (b, "in"), "bias": (bias, "in"), "out": (np.zeros(m * n * 64, np.uint32), "out")})
+    _, out = run_cpu(tmp_path / "l")
+    aw, bw = a.view(np.uint32).reshape(m, k, 32, 4), b.view(np.uint32).reshape(n, k, 32, 2)
+    got = out["out"].reshape(m, n, 32, 2)
+    for i in range(m):
+        for j in range(n):
+            seed = np.repeat(bias.reshape(n, 4)[j][np.arange(32) & 3][None], 2, 0)
+            c = fragments.c_matrix([seed[0][None], seed[1][None]])
+            for s in range(k):
+                c = nx.mma_exact(fragments.a_matrix([aw[i, s, :, r][None] for r in range(4)]),
+                                 fragments.b_matrix([bw[j, s, :, r][None] for r in range(2)]), c)
+            d = fragments.d_registers(c)
+            assert np.array_equal(got[i, j, :, 0], d[0][0]) and np.array_equal(got[i, j, :, 1], d[1][0])
+
+
+@pytest.fixture(scope="module")
+def enc2_small(tmp_path_factory) -> Path:
+    return write_enc2(tmp_path_factory.mktemp("enc2") / "e", (16, 12))
+
+
+def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small):
+    record, out = run_cpu(enc2_small / "launch")
+    launch = read_launch(enc2_small / "launch")
+    inp = load_buffers(enc2_small / "launch", launch)
+    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]))
+    for name in ("arena", "half_out", "surface0", "surface1", "surface2"):
+        assert np.array_equal(np.ascontiguousarray(out[name]).view(np.uint8), ref[name].view(np.uint8)), name
+    assert record["unwritten_registers"] == []
+    vals = out["arena"].view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    assert np.isfinite(vals).all() and np.unique(vals).size > 50
+
+
+def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path):
+    spliced = tmp_path / "iso.ptx"
+    assert _rr("splice", enc2_small / "enc2.ptx", "--entry", "cuda_dldn_engine_swin_enc2_kernel", "--recipe",
+               RECIPES / "isolate.yaml", "--phase", 38, "-o", spliced).returncode == 0
+    assert _rr("relaunch", enc2_small / "launch", "--module", spliced, "-o", tmp_path / "l").returncode == 0
+    for d in ("ref", "iso"):
+        r = _rr("run", enc2_small / "launch" if d == "ref" else tmp_path / "l", "--backend", "cpu",
+                "-o", tmp_path / f"{d}.out")
+        assert r.returncode == 0, r.stderr
+    assert _rr("compare", tmp_path / "ref.out", tmp_path / "iso.out").returncode == 0
