@@ -76,7 +76,7 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
     model = nx.MMA_MODELS[mma]
     t1 = time.perf_counter()
     unwritten: dict = {}
-    lanes = 0
+    lanes = lane_steps = 0
     with np.errstate(all="ignore"):
         for start in range(0, total, per):
             blocks = np.arange(start, min(start + per, total))
@@ -85,11 +85,12 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
                 print(f"rr run --backend cpu: blocks {start}–{blocks[-1]} of {total}", file=sys.stderr, flush=True)
             m.run()
             lanes += m.n
+            lane_steps += m.lane_steps
             unwritten.update({k: v for k, v in m.unwritten.items() if k not in unwritten})
     t2 = time.perf_counter()
     record = {"status": "ok", "message": "", "backend": "cpu",
               "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma},
-              "statements": len(program.ops), "lanes": lanes,
+              "statements": len(program.ops), "lanes": lanes, "lane_statements": lane_steps,
               "unwritten_registers": [f"{r} first read at {w}" for r, w in sorted(unwritten.items())],
               "times_ms": {"prepare": (t1 - t0) * 1e3, "run": (t2 - t1) * 1e3}}
     return record, arrays

@@ -71,6 +71,7 @@ class Machine:
         self.mma_model = mma_model
         self.unwritten: dict[str, str] = {}  # register -> where it was first read unwritten
         self.calls: dict[str, dict] = {}  # callee -> its active call site
+        self.lane_steps = 0  # statements executed, summed over lanes (padding lanes included)
 
     # -- registers ------------------------------------------------------------------------------
 
@@ -220,6 +221,7 @@ class Machine:
             for r in frees.get(lo, ()):
                 self.regs.pop(r, None)
             steps += 1
+            self.lane_steps += self.n if active is None else int(np.count_nonzero(active))
             if progress is not None and steps % 5000 == 0:
                 progress(steps, lo)
 
