@@ -18,6 +18,8 @@ import numpy as np
 F16 = np.float16
 E4M3 = ml_dtypes.float8_e4m3fn
 E4M3_MAX = 448.0
+E5M2 = ml_dtypes.float8_e5m2
+E5M2_MAX = 57344.0
 
 # f16 +, -, * and / of f16 operands computed in f32 and rounded to f16 are correctly rounded: f32
 # has 24 >= 2*11 + 2 significant bits, so the double rounding is innocuous (Figueroa 1995).
@@ -99,6 +101,18 @@ def to_e4m3(x) -> np.ndarray:
 def from_e4m3(b) -> np.ndarray:
     """`cvt.rn.f16x2.e4m3x2` per element (exact)."""
     return np.asarray(b, dtype=np.uint8).view(E4M3).astype(F16)
+
+
+def to_e5m2(x) -> np.ndarray:
+    """`cvt.rn.satfinite.e5m2x2.f16x2` per element (saturating; NaN stays NaN)."""
+    v = np.asarray(x, dtype=F16).astype(np.float32)
+    v = np.where(np.isnan(v), v, np.clip(v, -E5M2_MAX, E5M2_MAX))
+    return v.astype(E5M2).view(np.uint8)
+
+
+def from_e5m2(b) -> np.ndarray:
+    """`cvt.rn.f16x2.e5m2x2` per element (exact)."""
+    return np.asarray(b, dtype=np.uint8).view(E5M2).astype(F16)
 
 
 def e4m3_values(b) -> np.ndarray:

@@ -172,6 +172,45 @@ def test_loops_divergent_branches_calls_and_barriers(tmp_path, nvcc_ptx, flags):
     assert record["unwritten_registers"] == []
 
 
+def test_a_local_array_indexed_by_data(tmp_path, nvcc_ptx):
+    idx = np.random.default_rng(11).integers(0, 100, 32).astype(np.int32)
+    launch_of(tmp_path / "l", nvcc_ptx("local_array"), "local_array",
+              {"idx": (idx, "in"), "out": (np.zeros(32, np.float32), "out")})
+    _, out = run_cpu(tmp_path / "l")
+    assert np.array_equal(out["out"], (idx & 7) * np.float32(1.5) + np.arange(32, dtype=np.float32))
+
+
+UNWRITTEN = """.version 8.7
+.target sm_90
+.address_size 64
+
+.visible .entry rr_test_unwritten(
+	.param .u64 rr_test_unwritten_param_0
+)
+{
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<3>;
+
+	ld.param.u64 	%rd1, [rr_test_unwritten_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	add.s32 	%r2, %r1, 1;
+	st.global.u32 	[%rd2], %r2;
+	ret;
+
+}
+"""
+
+
+def test_reads_of_never_written_registers_are_reported(tmp_path):
+    (tmp_path / "k.ptx").write_text(UNWRITTEN)
+    launch_of(tmp_path / "l", tmp_path / "k.ptx", "rr_test_unwritten", {"buf": (np.zeros(4, np.uint32), "inout")})
+    record, out = run_cpu(tmp_path / "l")
+    assert record["unwritten_registers"] == ["%r1 first read at rr_test_unwritten s3 (line 14): add.s32"]
+    assert out["buf"][0] == 1  # read as zero
+    r = _rr("run", tmp_path / "l", "--backend", "cpu", "-o", tmp_path / "o")
+    assert r.returncode == 0 and "rr: warning: register %r1 first read at" in r.stderr
+
+
 def test_texture_reads_and_surface_writes(tmp_path, nvcc_ptx):
     h, w = 5, 7
     tex = np.random.default_rng(9).uniform(0, 1, (h, w, 4)).astype(np.float16)
@@ -237,3 +276,37 @@ def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path
                 "-o", tmp_path / f"{d}.out")
         assert r.returncode == 0, r.stderr
     assert _rr("compare", tmp_path / "ref.out", tmp_path / "iso.out").returncode == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["struct", "shuffles", "movmatrix", "branches", "branches-G", "local_array",
+                                    "tex_surf"])
+def test_the_test_kernels_give_the_same_bytes_on_both_backends(tmp_path, nvcc_ptx, gpu, kernel):
+    rng = np.random.default_rng(12)
+    if kernel == "struct":
+        struct_launch(tmp_path / "l", height=4)
+    elif kernel == "shuffles":
+        launch_of(tmp_path / "l", nvcc_ptx("shuffles"), "reduce",
+                  {"in": (rng.uniform(-2, 2, 64).astype(np.float32), "in"), "out": (np.zeros(64, np.float32), "out"),
+                   "hout": (np.zeros(64, np.uint32), "out")}, grid=(2, 1, 1))
+    elif kernel == "movmatrix":
+        launch_of(tmp_path / "l", nvcc_ptx("movmatrix"), "transpose_tiles",
+                  {"in": (rng.integers(0, 2 ** 32, 96, dtype=np.uint64).astype(np.uint32), "in"),
+                   "out": (np.zeros(96, np.uint32), "out")}, scalars=(("int32", 3),))
+    elif kernel.startswith("branches"):
+        launch_of(tmp_path / "l", nvcc_ptx("branches", *(("-G",) if kernel.endswith("G") else ())), "loops",
+                  {"in": (rng.uniform(-3, 3, 300).astype(np.float32), "in"), "out": (np.zeros(2, np.float32), "out")},
+                  grid=(2, 1, 1), block=(128, 1, 1), scalars=(("int32", 300),))
+    elif kernel == "local_array":
+        launch_of(tmp_path / "l", nvcc_ptx("local_array"), "local_array",
+                  {"idx": (rng.integers(0, 99, 32).astype(np.int32), "in"), "out": (np.zeros(32, np.float32), "out")})
+    else:
+        launch_of(tmp_path / "l", nvcc_ptx("tex_surf"), "blur3",
+                  {"src": (rng.uniform(0, 1, (5, 7, 4)).astype(np.float16), "in"),
+                   "dst": (np.zeros((5, 7, 4), np.float16), "out")}, grid=(1, 2, 1), block=(8, 4, 1),
+                  scalars=(("int32", 7), ("int32", 5)), images={"src": "texture", "dst": "surface"})
+    for backend in ("cuda", "cpu"):
+        r = _rr("run", tmp_path / "l", "--backend", backend, "-o", tmp_path / backend)
+        assert r.returncode == 0, r.stderr
+    r = _rr("compare", tmp_path / "cuda", tmp_path / "cpu")
+    assert r.returncode == 0, r.stdout

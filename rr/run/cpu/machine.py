@@ -20,6 +20,7 @@ BUFFER_SHIFT = 40
 PARAM_BASE = 0xF0 << BUFFER_SHIFT  # generic address of the kernel parameter space
 HANDLE_BASE = 0xE0 << BUFFER_SHIFT  # texture and surface objects
 MAX_CALL_DEPTH = 4
+LOCAL_BASE = 0xC0 << BUFFER_SHIFT  # a thread's local window as a generic address (cvta.local)
 SHARED_BASE = 0xD0 << BUFFER_SHIFT  # the shared window as a generic address (cvta.shared)
 BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 TYPES = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16,
@@ -61,6 +62,7 @@ class Machine:
         self.buffers = buffers  # uint8 views, written in place
         self.images = images  # (array (h, w, 4) float16, is_surface)
         self.shared = np.zeros((self.nblocks, max(program.shared_bytes, 1)), np.uint8)
+        self.local = np.zeros((n, max(program.local_bytes, 1)), np.uint8) if program.local_bytes else None
         self.pc = np.zeros(n, np.int64)
         # A thread inside called functions is scheduled by its call sites, outermost first, then by
         # its place in the innermost callee (callee code follows the entry's, so raw pcs would run
@@ -127,14 +129,28 @@ class Machine:
         """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched."""
         if space == "generic":  # by the window the address falls in
             tag = addr >> np.uint64(BUFFER_SHIFT)
-            for window, base in (("shared", SHARED_BASE), ("param", PARAM_BASE)):
+            windows = (("shared", SHARED_BASE), ("local", LOCAL_BASE), ("param", PARAM_BASE))
+            for window, base in windows:
                 sel = lanes & (tag == np.uint64(base >> BUFFER_SHIFT))
                 if sel.any():
-                    yield from self._regions(window, addr - np.uint64(base) if window == "shared" else addr,
+                    yield from self._regions(window, addr - np.uint64(base) if window != "param" else addr,
                                              width, op, sel)
-            rest = lanes & (tag != np.uint64(SHARED_BASE >> BUFFER_SHIFT)) & (tag != np.uint64(PARAM_BASE >> BUFFER_SHIFT))
+            rest = lanes.copy()
+            for _, base in windows:
+                rest &= tag != np.uint64(base >> BUFFER_SHIFT)
             if rest.any():
                 yield from self._regions("global", addr, width, op, rest)
+            return
+        if space == "local":
+            if self.local is None:
+                self._fail(op, lanes, "a local access, but the module declares no .local memory")
+            a = addr[lanes].astype(np.int64)
+            size = self.local.shape[1]
+            bad = (a < 0) | (a + width > size)
+            if bad.any():
+                self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(lanes)[bad][:1]),
+                           f"local access of {width} bytes at {int(a[bad][0])} outside the {size}-byte window")
+            yield self.local.reshape(-1), np.flatnonzero(lanes) * size + a, lanes
             return
         if space == "shared":
             a = addr[lanes].astype(np.int64)

@@ -32,6 +32,7 @@ from rr.ptx.model import (
 NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "trap", "red.", "membar", "fence")
 _PARAM_DECL = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$%]+)\s*(?:\[(\d+)\])?")
 _SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
+_LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
 
 
 class DecodeError(ValueError):
@@ -69,6 +70,8 @@ class Program:
     shared: dict  # symbol -> offset in the block's shared window
     shared_bytes: int
     kernel_params: list  # the entry's Param objects
+    local: dict = field(default_factory=dict)  # .local symbol -> offset in a thread's local window
+    local_bytes: int = 0
     last_use: dict = field(default_factory=dict)  # register -> pc after which it is dead
     frees: dict = field(default_factory=dict)  # pc -> registers to free after it
 
@@ -105,16 +108,17 @@ def _regs(op) -> list[str]:
     return []
 
 
-def _shared_layout(module, functions) -> tuple[dict, int]:
-    """Offsets of the `.shared` variables in a block's window: module-level ones, and those NVVM
-    declares inside function bodies."""
+def _space_layout(module, functions, space: str) -> tuple[dict, int]:
+    """Offsets of the `.shared` (or `.local`) variables in their window: module-level ones, and
+    those NVVM declares inside function bodies (local depots)."""
     offsets, at = {}, 0
     decls = [item for item in module.items if isinstance(item, TopLevel)]
     for f in functions.values():
-        decls += [d for d in f.body or () if isinstance(d, Directive) and d.kind == "shared"]
+        decls += [d for d in f.body or () if isinstance(d, Directive) and d.kind == space]
+    pattern = _SHARED_DECL if space == "shared" else _LOCAL_DECL
     for item in decls:
-        if ".shared" in item.text:
-            m = _SHARED_DECL.search(item.text)
+        if f".{space}" in item.text:
+            m = pattern.search(item.text)
             if not m:
                 continue
             align = int(m.group(1) or 4)
@@ -130,7 +134,8 @@ def decode(module, entry: str) -> Program:
     functions = {item.name: item for item in module.items if isinstance(item, Function) and item.has_body}
     if entry not in functions:
         raise DecodeError(f"no entry {entry!r} with a body in the module")
-    shared, shared_bytes = _shared_layout(module, functions)
+    shared, shared_bytes = _space_layout(module, functions, "shared")
+    local, local_bytes = _space_layout(module, functions, "local")
     ops: list[Op] = []
     func_start, formals, param_sizes = {}, {}, {}
     pending = [entry]
@@ -153,7 +158,7 @@ def decode(module, entry: str) -> Program:
 
         def walk(items, scopes):
             for item in items:
-                if isinstance(item, Directive) and item.kind in ("reg", "param"):
+                if isinstance(item, Directive) and item.kind in ("reg", "param", "local", "shared"):
                     continue  # declarations were gathered with their block
                 if isinstance(item, Label):
                     labels[fname, item.name] = len(ops)
@@ -227,7 +232,7 @@ def decode(module, entry: str) -> Program:
             raise DecodeError(f"{op.where()}: branch to unknown label {label!r}")
         op.target = labels[fname, label]
     program = Program(entry, ops, func_start, formals, param_sizes, shared, shared_bytes,
-                      list(functions[entry].params))
+                      list(functions[entry].params), local, local_bytes)
     _liveness(program)
     return program
 
