@@ -20,4 +20,4 @@ include: "workflow/rules/run.smk"
 rule all:
     input:
         expand("results/{layer}/statements.parquet", layer=config["layers"]),
-        expand("results/{layer}/descriptor.json", layer=config["layers"]),
+        all_cells,

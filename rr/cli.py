@@ -182,7 +182,16 @@ def cmd_splice(args) -> int:
     try:
         record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output)
     except (RecipeError, SpliceError) as e:
-        raise UserError(str(e)) from None
+        if not args.record:
+            raise UserError(str(e)) from None
+        # for pipelines: the refusal is the record, the module an empty file the later stages fail on
+        from rr.io import write_json, write_text
+
+        write_json(str(args.output) + ".splice.json", {"status": "error", "message": str(e), "entry": args.entry,
+                                                       "phase": args.phase, "recipe": str(recipe)})
+        write_text(args.output, "")
+        print(f"rr: splice refused: {e}", file=sys.stderr)
+        return 0
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
           f"s{record['cut']['last_stmt']}, {len(record['live_in'])} live-in, {len(record['live_out'])} live-out, "
           f"{record['outside_statements_checked']} statements outside unchanged")
@@ -198,8 +207,12 @@ def cmd_collect(args) -> int:
 
     descriptor = json.loads(Path(args.descriptor).read_text())
     module = _resolve(args.module, descriptor["entry"])
+    frame = None
+    if args.launch and (Path(args.launch) / "frame.json").is_file():
+        size = json.loads((Path(args.launch) / "frame.json").read_text())["frame"]
+        frame = f"{size[0]}x{size[1]}"
     table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
-                         fnv1a64_hex(module.read_bytes()))
+                         fnv1a64_hex(module.read_bytes()), frame)
     write_parquet(args.output, table)
     statuses = ", ".join(f"{r['recipe']}: splice {r['splice_status']}, compile {r['compile_status']}, "
                          f"capture {r['capture_status']}, timing {r['timing_status']}" for r in table.to_pylist())
@@ -347,8 +360,31 @@ def cmd_sample_launch(args) -> int:
     return 0
 
 
+def cmd_launch(args) -> int:
+    from rr.synth.inputs import layer_launch, parse_extents
+
+    entry = args.entry_pattern.format(layer=args.layer)
+    module = _resolve(args.corpus, entry)
+    try:
+        frame = parse_extents(args.frame)
+        layer_launch(args.layer, module, frame, args.output, args.seed)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")
+    return 0
+
+
 def cmd_synth(args) -> int:
     from rr.synth.inputs import parse_extents, write_enc2
+
+    if args.layer == "engine":
+        from rr.io import write_bytes
+        from rr.synth.engine import LAYERS, engine_binary
+
+        data = engine_binary(args.arch)
+        write_bytes(args.output, data)
+        print(f"{args.output}: synthetic engine binary, {len(data)} bytes, layers {', '.join(LAYERS)}")
+        return 0
 
     try:
         extents = parse_extents(args.extents) if args.extents else None
@@ -403,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
     s.add_argument("--phase", type=int, help="the phase to cut (default: the recipe's)")
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
+    s.add_argument("--record", action="store_true",
+                   help="on refusal write the reason as OUT.ptx.splice.json (and an empty OUT.ptx) and exit 0")
     s.set_defaults(func=cmd_splice)
 
     s = sub.add_parser("collect", help="one Parquet row per recipe of a layer × phase cell")
@@ -412,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--recipes", required=True, help="comma-separated recipe names")
     s.add_argument("--descriptor", required=True, help="the layer's descriptor.json")
     s.add_argument("--module", required=True, help="the layer's PTX file or corpus directory")
+    s.add_argument("--launch", help="the layer's launch directory (for the frame size)")
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_collect)
 
@@ -465,15 +504,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_sample_launch)
 
-    s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch)")
-    s.add_argument("layer", choices=("enc2",))
-    s.add_argument("-o", "--output", required=True, help="output directory")
+    s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch), "
+                       "or the engine binary")
+    s.add_argument("layer", choices=("enc2", "engine"))
+    s.add_argument("-o", "--output", required=True, help="output directory (the binary's path for engine)")
     s.add_argument("--extents", help="WIDTHxHEIGHT in tokens (240x135 for a 3840x2160 frame): "
                    "also write DIR/launch/")
     s.add_argument("--arch", default="sm_90", help="the module's .target")
     s.add_argument("--weight-seed", type=int, default=2)
     s.add_argument("--input-seed", type=int, default=7)
     s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
+    s.add_argument("layer")
+    s.add_argument("corpus", help="a corpus directory made by `rr extract`, or the layer's PTX file")
+    s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
+    s.add_argument("--seed", type=int, default=7, help="input seed")
+    s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_launch)
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")

@@ -12,11 +12,12 @@ PACKAGE = Path(__file__).resolve().parent
 # the rr modules (files or subpackages) each stage's command runs
 STAGES = {
     "corpus": ("corpus", "io.py", "cli.py"),
+    "synth": ("synth", "corpus", "numerics.py", "io.py", "cli.py"),
     "linearise": ("ptx", "io.py", "cli.py"),
     "describe": ("ptx", "describe", "io.py", "cli.py"),
     "splice": ("ptx", "describe", "splice", "templates", "data", "io.py", "cli.py"),
     "compile": ("run/compile.py", "io.py", "cli.py"),
-    "run": ("run", "corpus/sample.py", "io.py", "cli.py"),
+    "run": ("run", "numerics.py", "corpus/sample.py", "io.py", "cli.py"),
     "collect": ("results", "corpus/fnv.py", "io.py", "cli.py"),
 }
 

@@ -64,3 +64,20 @@ def test_collect_gives_one_row_per_recipe_with_reasons_for_what_did_not_run(tmp_
     assert probe["splice_status"] == "not_run" and "no splice record" in probe["splice_message"]
     assert probe["compile_status"] == probe["capture_status"] == probe["timing_status"] == "not_run"
     assert len({r["code_fingerprint"] for r in rows.values()}) == 1
+
+
+def test_a_refused_splice_is_a_row_with_its_reason(tmp_path):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ndescription: a register name without its %\ncut: {phase: 1}\n"
+                   "template: {name: probe, params: {registers: [r12]}}\n")
+    _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(bad), "--record", "-o", str(cell / "bad.ptx"))
+    descriptor = tmp_path / "descriptor.json"
+    _rr("describe", str(SAMPLE), "--entry", ENTRY, "-o", str(tmp_path))
+    _rr("collect", str(cell), "--layer", "sample", "--phase", "1", "--recipes", "bad", "--descriptor",
+        str(descriptor), "--module", str(SAMPLE), "-o", str(tmp_path / "cell.parquet"))
+    (row,) = pq.read_table(tmp_path / "cell.parquet").to_pylist()
+    assert row["splice_status"] == "error" and "probe register 'r12'" in row["splice_message"]
+    assert row["compile_status"] == row["capture_status"] == row["timing_status"] == "not_run"
+    assert (cell / "bad.ptx").read_text() == ""

@@ -23,19 +23,20 @@ def sample_ptx() -> str:
     return resources.files("rr.data").joinpath("sample_swin.ptx").read_text(encoding="utf-8")
 
 
+def engine_image(label: bytes, text_module: bytes, lz4_modules: list[bytes], zstd_modules: list[bytes],
+                 arch: int = 90) -> bytes:
+    """An engine-DLL-like binary: an executable header, one PTX module as NUL-terminated text,
+    then a fatbin of LZ4-compressed PTX (and an ELF stub) and one of Zstd-compressed PTX."""
+    stub = b"MZ\x90\x00" + bytes(60) + b"This program cannot be run in DOS mode.\r\n$\0" + bytes(64)
+    lz4 = [(KIND_PTX, arch, m, "lz4") for m in lz4_modules] + [(KIND_ELF, arch, b"\x7fELF" + bytes(120), "lz4")]
+    zstd = [(KIND_PTX, arch - 1 if arch > 89 else arch, m, "zstd") for m in zstd_modules]
+    return b"".join([stub, b".rdata\0" + label + b"\0", text_module, bytes(13), write_container(lz4), bytes(5),
+                     write_container(zstd), b"\0trailing resources\0"])
+
+
 def sample_engine() -> bytes:
     ptx = sample_ptx().encode("utf-8") + b"\0"
-    stub = b"MZ\x90\x00" + bytes(60) + b"This program cannot be run in DOS mode.\r\n$\0" + bytes(64)
-    return b"".join([
-        stub,
-        b".rdata\0engine build 1.0\0",
-        ptx,
-        bytes(13),
-        write_container([(KIND_PTX, 90, ptx, "lz4"), (KIND_ELF, 90, b"\x7fELF" + bytes(120), "lz4")]),
-        bytes(5),
-        write_container([(KIND_PTX, 89, ptx, "zstd")]),
-        b"\0trailing resources\0",
-    ])
+    return engine_image(b"engine build 1.0", ptx, [ptx], [ptx])
 
 
 def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> None:

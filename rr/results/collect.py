@@ -43,6 +43,11 @@ def recipe_row(layer: str, phase: int, recipe: str, descriptor: dict, cell: Path
         for stage in ("compile", "capture", "timing"):
             _not_run(row, stage, "no spliced PTX")
         return row
+    if splice["status"] != "ok":
+        row.update(splice_status=splice["status"], splice_message=splice.get("message", ""))
+        for stage in ("compile", "capture", "timing"):
+            _not_run(row, stage, "the splice was refused")
+        return row
     row.update(template=splice["template"], splice_status=splice["status"], splice_message="",
                stmts_cut=splice["cut"]["statements"], stmts_inserted=splice["inserted_statements"],
                live_in=len(splice["live_in"]), live_out=len(splice["live_out"]), spliced_sha1=splice["spliced_sha1"])
@@ -85,7 +90,10 @@ def recipe_row(layer: str, phase: int, recipe: str, descriptor: dict, cell: Path
 
 
 def collect_cell(layer: str, phase: int, recipes: list[str], descriptor: dict, cell: str | Path,
-                 module_hash: str) -> pa.Table:
+                 module_hash: str, frame: str | None = None) -> pa.Table:
+    """One row per recipe; `frame` ("WIDTHxHEIGHT" in pixels) is the frame the captures ran on."""
     fingerprint = code_fingerprint("all")
     rows = [recipe_row(layer, phase, r, descriptor, Path(cell), module_hash, fingerprint) for r in recipes]
+    for row in rows:
+        row["frame"] = frame
     return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)

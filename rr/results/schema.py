@@ -29,6 +29,7 @@ RESULTS_SCHEMA = pa.schema([
     ("shared_bytes", pa.int32()), ("compile_ms", pa.float64()),
     # capture
     ("capture_status", pa.string()), ("capture_message", pa.string()), ("capture_backend", pa.string()),
+    ("frame", pa.string()),
     ("buffers_identical", pa.map_(pa.string(), pa.bool_())), ("differing_bytes", pa.int64()),
     ("max_abs_diff", pa.float64()), ("psnr_db", pa.float64()), ("frame_identical", pa.bool_()),
     # timing

@@ -22,6 +22,17 @@ class NoDevice(RuntimeError):
     """No usable CUDA device (no cupy, no driver, or no GPU)."""
 
 
+def resolve_backend(backend: str) -> str:
+    """`auto` → `cuda` when a GPU is present, else `cpu`; other names as they are."""
+    if backend != "auto":
+        return backend
+    try:
+        device_info()
+        return "cuda"
+    except NoDevice:
+        return "cpu"
+
+
 def device_info() -> dict:
     """Name, compute capability, driver and runtime versions of device 0; NoDevice if none."""
     try:

@@ -127,3 +127,28 @@ def write_enc2(out: str | Path, extents: tuple[int, int] | None = None, target: 
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out
+
+
+TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens
+
+
+def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Path,
+                 input_seed: int = INPUT_SEED, weight_seed: int = WEIGHT_SEED) -> None:
+    """The launch directory of one synthetic layer over a frame of `frame` pixels, with `module`
+    (the layer's PTX as extracted from the corpus) as its kernel. Written whole or not at all."""
+    from rr.corpus.sample import sample_launch
+    from rr.run.launch import write_launch
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if layer == "enc2":
+        ex, ey = max(frame[0] // TOKEN, 2), max(frame[1] // TOKEN, 2)
+        write_launch(tmp, launch_for(ex, ey), launch_arrays(ex, ey, weight_image(weight_seed), input_seed), module)
+    elif layer == "sample":
+        sample_launch(tmp, module, input_seed)
+    else:
+        raise ValueError(f"no launch for layer {layer!r}: the synthetic engine has enc2 and sample")
+    (tmp / "frame.json").write_text(json.dumps({"layer": layer, "frame": list(frame), "input_seed": input_seed}) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)

@@ -1,9 +1,55 @@
 # Helpers shared by the rules: config lookups, so that no rule holds logic of its own.
 
 
+import json
+
+from rr.run.cuda import resolve_backend
+
+# auto resolved once, at DAG time: it decides the frame size the launches are made for.
+BACKEND = resolve_backend(config["backend"])
+FRAME = config["frame"] if BACKEND == "cuda" else config["cpu_frame"]
+
+
 def corpus_source():
-    """The engine binary or PTX directory to extract: the configured one, else the built-in sample."""
+    """The engine binary or PTX directory to extract: the configured one, else the synthetic engine."""
     return config["corpus"]["source"] or "resources/engine/engine.bin"
+
+
+def layer_phases(layer):
+    """The phases of a layer, from its descriptor (describe is a checkpoint)."""
+    descriptor = checkpoints.describe.get(layer=layer).output.descriptor
+    with open(descriptor) as f:
+        return [p["phase"] for p in json.load(f)["phases"]]
+
+
+def cell_inputs(wildcards):
+    """The descriptor and every record of a layer × phase cell; a phase the layer does not have
+    stops the DAG with the layer's phases named."""
+    phases = layer_phases(wildcards.layer)
+    if int(wildcards.phase) not in phases:
+        raise ValueError(
+            f"layer {wildcards.layer} has no phase {wildcards.phase}: its phases are "
+            f"{phases[0]}–{phases[-1]} ({len(phases)})"
+        )
+    return {
+        "descriptor": f"results/{wildcards.layer}/descriptor.json",
+        "launch": f"results/{wildcards.layer}/launch",
+        "records": cell_records(wildcards),
+    }
+
+
+def all_cells(wildcards):
+    """Every configured cell: all phases of every layer, or the configured list."""
+    cells = []
+    for layer in config["layers"]:
+        phases = layer_phases(layer)
+        chosen = (
+            phases
+            if config["phases"] == "all"
+            else [p for p in config["phases"] if p in phases]
+        )
+        cells += [f"results/{layer}_phase{p}.parquet" for p in chosen]
+    return cells
 
 
 def layer_entry(wildcards):
@@ -45,6 +91,7 @@ CODE = {
     stage: fingerprint(stage)
     for stage in (
         "corpus",
+        "synth",
         "linearise",
         "describe",
         "splice",

@@ -1,4 +1,4 @@
-# Corpus: the engine binary (the bundled sample unless config names one), its extracted PTX
+# Corpus: the engine binary (the synthetic engine unless config names one), its extracted PTX
 # modules, and the linearised statements of each layer's entry.
 
 
@@ -6,15 +6,16 @@ wildcard_constraints:
     layer="[a-z][a-z0-9]*",
 
 
-rule sample_engine:
+rule synth_engine:
     output:
         "resources/engine/engine.bin",
     log:
-        "logs/sample_engine.log",
+        "logs/synth_engine.log",
     params:
-        code=CODE["corpus"],
+        code=CODE["synth"],
+        arch=config["arch"],
     shell:
-        "rr sample-engine -o {output} > {log} 2>&1"
+        "rr synth engine --arch {params.arch} -o {output} > {log} 2>&1"
 
 
 rule extract:

@@ -1,7 +1,7 @@
 # Describe: the phase table, operand sources, epilogues and parameters of each layer's entry.
 
 
-rule describe:
+checkpoint describe:
     input:
         index="resources/corpus/index.parquet",
     output:

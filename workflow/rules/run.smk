@@ -10,9 +10,13 @@ rule launch:
     log:
         "logs/launch/{layer}.log",
     params:
-        code=CODE["run"],
+        code=CODE["synth"],
+        frame=FRAME,
+        seed=config["input_seed"],
+        pattern=config["corpus"]["entry_pattern"],
     shell:
-        "rr sample-launch resources/corpus -o {output} > {log} 2>&1"
+        "rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
+        " --entry-pattern '{params.pattern}' -o {output} > {log} 2>&1"
 
 
 rule capture_reference:
@@ -24,7 +28,7 @@ rule capture_reference:
         "logs/capture/{layer}_reference.log",
     params:
         code=CODE["run"],
-        backend=config["backend"],
+        backend=BACKEND,
     shell:
         "rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
 
@@ -53,7 +57,7 @@ rule capture_splice:
         "logs/capture/{layer}_phase{phase}_{recipe}.log",
     params:
         code=CODE["run"],
-        backend=config["backend"],
+        backend=BACKEND,
     shell:
         "rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
         " && cp {output.capture}/run.json {output.record}"
@@ -83,7 +87,7 @@ rule time:
         "logs/time/{layer}_phase{phase}_{recipe}.log",
     params:
         code=CODE["run"],
-        backend=config["backend"],
+        backend=BACKEND,
         noise=config["timing"]["noise"],
         limit=config["timing"]["time_limit_s"],
     shell:
@@ -93,8 +97,7 @@ rule time:
 
 rule collect:
     input:
-        descriptor="results/{layer}/descriptor.json",
-        records=cell_records,
+        unpack(cell_inputs),
     output:
         "results/{layer}_phase{phase}.parquet",
     log:
@@ -106,4 +109,4 @@ rule collect:
     shell:
         "rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
         " --recipes {params.recipes} --descriptor {input.descriptor} --module resources/corpus"
-        " -o {output} > {log} 2>&1"
+        " --launch {input.launch} -o {output} > {log} 2>&1"

@@ -20,19 +20,19 @@ rule splice:
         entry=layer_entry,
     shell:
         "rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
-        "--phase {wildcards.phase} -o {output.ptx} > {log} 2>&1"
+        "--phase {wildcards.phase} --record -o {output.ptx} > {log} 2>&1"
 
 
 rule compile:
     input:
         "results/{layer}/phase{phase}/{recipe}.ptx",
     output:
-        cubin="results/{layer}/phase{phase}/{recipe}.cubin",
         report="results/{layer}/phase{phase}/{recipe}.cubin.json",
     log:
         "logs/compile/{layer}_phase{phase}_{recipe}.log",
     params:
         code=CODE["compile"],
         arch=config["arch"],
+        cubin="results/{layer}/phase{phase}/{recipe}.cubin",
     shell:
-        "rr compile {input} --arch {params.arch} -o {output.cubin} > {log} 2>&1"
+        "rr compile {input} --arch {params.arch} --record -o {params.cubin} > {log} 2>&1"
