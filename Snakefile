@@ -15,9 +15,12 @@ include: "workflow/rules/corpus.smk"
 include: "workflow/rules/describe.smk"
 include: "workflow/rules/splice.smk"
 include: "workflow/rules/run.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         expand("results/{layer}/statements.parquet", layer=config["layers"]),
         all_cells,
+        "results/summary.parquet",
+        "results/report/identity.png",

@@ -360,6 +360,37 @@ def cmd_sample_launch(args) -> int:
     return 0
 
 
+def cmd_summary(args) -> int:
+    from rr.io import write_parquet
+    from rr.results.report import summary_table
+
+    try:
+        table = summary_table(args.cells)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    write_parquet(args.output, table)
+    print(f"{args.output}: {table.num_rows} rows from {len(args.cells)} cells")
+    return 0
+
+
+def cmd_report(args) -> int:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rr.results.report import write_report
+
+    descriptors = {}
+    for item in args.descriptor:
+        layer, _, path = item.partition("=")
+        if not path:
+            raise UserError(f"--descriptor {item!r}: expected LAYER=PATH")
+        descriptors[layer] = json.loads(Path(path).read_text())
+    written = write_report(pq.read_table(args.summary), descriptors, args.output)
+    print(f"{args.output}: {', '.join(p.name for p in written)}")
+    return 0
+
+
 def cmd_launch(args) -> int:
     from rr.synth.inputs import layer_launch, parse_extents
 
@@ -514,6 +545,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--weight-seed", type=int, default=2)
     s.add_argument("--input-seed", type=int, default=7)
     s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("summary", help="concatenate cells' results into one table")
+    s.add_argument("cells", nargs="*", help="results/<layer>_phase<P>.parquet files")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_summary)
+
+    s = sub.add_parser("report", help="the report's figures and tables from a summary")
+    s.add_argument("summary", help="results/summary.parquet")
+    s.add_argument("--descriptor", action="append", default=[], help="LAYER=descriptor.json (repeatable)")
+    s.add_argument("-o", "--output", required=True, help="directory for the PNGs and CSVs")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
     s.add_argument("layer")

@@ -19,6 +19,7 @@ STAGES = {
     "compile": ("run/compile.py", "io.py", "cli.py"),
     "run": ("run", "numerics.py", "corpus/sample.py", "io.py", "cli.py"),
     "collect": ("results", "corpus/fnv.py", "io.py", "cli.py"),
+    "report": ("results", "io.py", "cli.py"),
 }
 
 

@@ -108,7 +108,7 @@ def test_a_sample_cell_gives_one_row_per_shipped_recipe(workdir):
 
 def _small_cpu_config(workdir, recipes):
     cfg = yaml.safe_load((workdir / "config/config.yaml").read_text())
-    cfg.update(backend="cpu", cpu_frame="128x128", recipes=recipes)
+    cfg.update(backend="cpu", cpu_frame="128x128", recipes=recipes, phases=[8])
     (workdir / "config/config.yaml").write_text(yaml.safe_dump(cfg))
 
 
@@ -125,6 +125,14 @@ def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
         assert row["timing_status"] == "unsupported" and row["ratio"] is None and "no timing" in row["timing_message"]
     again = _snakemake(workdir, "results/enc2_phase8.parquet")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # the summary, the report's figures and the report itself
+    r = _snakemake(workdir, "results/report/identity.png")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert pq.read_table(workdir / "results/summary.parquet").num_rows == 2
+    r = _snakemake(workdir, "--report", "results/report.html")
+    assert r.returncode == 0, r.stderr[-3000:]
+    html = (workdir / "results/report.html").read_text()
+    assert "identity.png" in html and "ratios.png" in html and "phases_enc2.csv" in html
     # an edited recipe reruns its own splice and what follows from it, nothing else
     recipe = workdir / "config/recipes/regen.yaml"
     recipe.write_text(recipe.read_text().replace("description:", "description: (edited)", 1))

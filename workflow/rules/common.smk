@@ -98,5 +98,14 @@ CODE = {
         "compile",
         "run",
         "collect",
+        "report",
     )
 }
+
+
+def descriptor_args(wildcards):
+    """--descriptor LAYER=PATH for every configured layer."""
+    return " ".join(
+        f"--descriptor {layer}=results/{layer}/descriptor.json"
+        for layer in config["layers"]
+    )
