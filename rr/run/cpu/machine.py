@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from rr import numerics as nx
+from rr.run import fragments
 
 BUFFER_SHIFT = 40
 PARAM_BASE = 0xF0 << BUFFER_SHIFT  # generic address of the kernel parameter space
@@ -300,7 +301,6 @@ def mma_sync(m: Machine, op, mask, d_regs, a_regs, b_regs, c_regs) -> None:
     """One `mma.sync.aligned.m16n8k32.row.col` over every warp of the chunk."""
     if mask is not None and not np.all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
         raise ExecutionError(f"{op.where()}: mma.sync reached by part of a warp")
-    from rr.run import fragments
 
     def w(name):
         return m.get(name, op).view(np.uint32).reshape(-1, 32)

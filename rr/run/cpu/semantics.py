@@ -342,7 +342,9 @@ def _int_fn(base, parts, typ):
         f = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or,
              "xor": np.bitwise_xor}[base]
         if typ == "pred":
-            return lambda a, b: f(np.asarray(a, bool), np.asarray(b, bool)) if base != "sub" else None
+            if base in ("add", "sub"):
+                raise Unsupported(f"{base}.pred")
+            return lambda a, b: f(np.asarray(a, bool), np.asarray(b, bool))
         return lambda a, b: f(np.asarray(a, dt), np.asarray(b, dt))
     if base == "not":
         return (lambda a: ~np.asarray(a, bool)) if typ == "pred" else (lambda a: ~np.asarray(a, dt))
