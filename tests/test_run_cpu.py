@@ -172,9 +172,10 @@ def test_loops_divergent_branches_calls_and_barriers(tmp_path, nvcc_ptx, flags):
     assert record["unwritten_registers"] == []
 
 
-def test_a_local_array_indexed_by_data(tmp_path, nvcc_ptx):
+@pytest.mark.parametrize("flags", [(), ("-G",)])  # -G: through cvta.local and generic ld/st
+def test_a_local_array_indexed_by_data(tmp_path, nvcc_ptx, flags):
     idx = np.random.default_rng(11).integers(0, 100, 32).astype(np.int32)
-    launch_of(tmp_path / "l", nvcc_ptx("local_array"), "local_array",
+    launch_of(tmp_path / "l", nvcc_ptx("local_array", *flags), "local_array",
               {"idx": (idx, "in"), "out": (np.zeros(32, np.float32), "out")})
     _, out = run_cpu(tmp_path / "l")
     assert np.array_equal(out["out"], (idx & 7) * np.float32(1.5) + np.arange(32, dtype=np.float32))

@@ -15,6 +15,7 @@ from rr.ptx.model import Addr, Imm, Pair, Reg, Sink, Sym, Vec
 from rr.run.cpu.machine import (
     BITS,
     HANDLE_BASE,
+    LOCAL_BASE,
     PARAM_BASE,
     SHARED_BASE,
     TYPES,
