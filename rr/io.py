@@ -1,10 +1,12 @@
-"""Writing outputs atomically: every file appears whole or not at all (temp file, then rename)."""
+"""Writing outputs atomically: every file and output directory appears whole or not at all (a
+temporary beside it, then a rename)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,6 +28,22 @@ def atomic_path(path: str | Path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path):
+    """Yield a new temporary directory beside `path`; only if the block succeeds does it replace
+    `path` (and whatever `path` held), so a directory output appears whole or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

@@ -42,4 +42,4 @@ def test_report_writes_figures_and_tables(tmp_path):
     assert (tmp_path / "report" / "identity.png").read_bytes()[:4] == b"\x89PNG"
     phases = (tmp_path / "report" / "phases_enc2.csv").read_text().splitlines()
     assert phases[0].startswith("phase,first_stmt,last_stmt,mma") and phases[1].startswith("1,10,33,24")
-    assert not list(tmp_path.glob(".report.tmp*"))
+    assert not list(tmp_path.glob(".report*"))  # no temporary left beside it

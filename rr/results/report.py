@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rr.io import atomic_dir
 from rr.results.schema import RESULTS_SCHEMA
 
 _PHASE_COLUMNS = ("phase", "first_stmt", "last_stmt", "mma", "a_quads", "b_pairs", "chains", "chain_len",
@@ -50,9 +51,12 @@ def write_report(summary: pa.Table, descriptors: dict[str, dict], out: str | Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    final = Path(out)
-    out = final.with_name(f".{final.name}.tmp-report")  # written whole, then moved into place
-    out.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(out) as tmp:
+        names = _write_report(summary, descriptors, tmp, plt)
+    return [Path(out) / name for name in names]
+
+
+def _write_report(summary: pa.Table, descriptors: dict[str, dict], out: Path, plt) -> list[str]:
     rows = summary.to_pylist()
     recipes = sorted({r["recipe"] for r in rows})
     cells = sorted({(r["layer"], r["phase"]) for r in rows})
@@ -145,8 +149,4 @@ def write_report(summary: pa.Table, descriptors: dict[str, dict], out: str | Pat
             "timing_status", "ref_median_ms", "splice_median_ms", "ratio", "noise"]
     summary.select(keep).to_pandas().to_csv(out / "summary.csv", index=False)
     written.append(out / "summary.csv")
-    final.mkdir(parents=True, exist_ok=True)
-    for path in written:
-        path.replace(final / path.name)
-    out.rmdir()
-    return [final / p.name for p in written]
+    return [p.name for p in written]

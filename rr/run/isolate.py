@@ -10,7 +10,6 @@ Inputs are only ever read.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rr.io import atomic_dir
 from rr.run.launch import LaunchError, read_launch, write_launch
 
 STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch")
@@ -27,31 +27,27 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
                  timeout_s: float = 120) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     t0 = time.perf_counter()
-    try:
-        child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
-                               capture_output=True, text=True, timeout=timeout_s)
-        record_path = tmp / "run.json"
-        if record_path.is_file():
-            record = json.loads(record_path.read_text())
-        else:
-            tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
-            record = {"status": "fault", "backend": backend,
-                      "message": f"the run's process died (exit {child.returncode}): " + " | ".join(tail)}
-    except subprocess.TimeoutExpired:
-        record = {"status": "timeout", "backend": backend,
-                  "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
-    record["wall_ms"] = (time.perf_counter() - t0) * 1e3
-    if record["status"] != "ok":
-        for p in tmp.iterdir():  # a failed run leaves no partial buffers
-            if p.is_file():
-                p.unlink()
-    (tmp / "run.json").write_text(json.dumps(record, indent=2) + "\n")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with atomic_dir(out_dir) as tmp:
+        try:
+            child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
+                                   capture_output=True, text=True, timeout=timeout_s)
+            record_path = tmp / "run.json"
+            if record_path.is_file():
+                record = json.loads(record_path.read_text())
+            else:
+                tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
+                record = {"status": "fault", "backend": backend,
+                          "message": f"the run's process died (exit {child.returncode}): " + " | ".join(tail)}
+        except subprocess.TimeoutExpired:
+            record = {"status": "timeout", "backend": backend,
+                      "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
+        record["wall_ms"] = (time.perf_counter() - t0) * 1e3
+        if record["status"] != "ok":
+            for p in tmp.iterdir():  # a failed run leaves no partial buffers
+                if p.is_file():
+                    p.unlink()
+        (tmp / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 

@@ -243,6 +243,8 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
     extra kernel parameter. Written to a temporary directory and renamed, so `out` appears whole."""
     import os
 
+    from rr.io import atomic_dir
+
     src, module, out = Path(src), Path(module), Path(out)
     launch = read_launch(src)
     if not module.is_file():
@@ -255,18 +257,14 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
         extra = extra + (Field("buffer", 0, buffer="probe"),)
     moved = Launch(launch.entry, "kernel" + module.suffix, launch.grid, launch.block, launch.fields,
                    buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for b in launch.buffers.values():
-        try:
-            os.link(src / b.file, tmp / b.file)
-        except OSError:
-            shutil.copyfile(src / b.file, tmp / b.file)
-    shutil.copyfile(module, tmp / moved.module)
-    if probe:
-        np.save(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
-    (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with atomic_dir(out) as tmp:
+        for b in launch.buffers.values():
+            try:
+                os.link(src / b.file, tmp / b.file)
+            except OSError:
+                shutil.copyfile(src / b.file, tmp / b.file)
+        shutil.copyfile(module, tmp / moved.module)
+        if probe:
+            np.save(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
+        (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")
     return moved

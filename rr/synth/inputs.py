@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from rr import numerics as nx
+from rr.io import atomic_dir
 from rr.synth import layout as L
 
 WEIGHT_SEED = 2
@@ -94,13 +93,15 @@ def write_enc2(out: str | Path, extents: tuple[int, int] | None = None, target: 
                weight_seed: int = WEIGHT_SEED, input_seed: int = INPUT_SEED) -> Path:
     """`rr synth enc2`: DIR/enc2.ptx, enc2.weights.bin, enc2.json and, with extents, DIR/launch/.
     Written into a temporary directory and renamed, so DIR appears whole."""
+    with atomic_dir(out) as tmp:
+        _write_enc2(tmp, extents, target, weight_seed, input_seed)
+    return Path(out)
+
+
+def _write_enc2(tmp: Path, extents, target: str, weight_seed: int, input_seed: int) -> None:
     from rr.run.launch import write_launch
     from rr.synth.enc2 import build_enc2
 
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     ptx = build_enc2(target)
     weights = weight_image(weight_seed)
     (tmp / "enc2.ptx").write_text(ptx)
@@ -124,9 +125,6 @@ def write_enc2(out: str | Path, extents: tuple[int, int] | None = None, target: 
         write_launch(tmp / "launch", launch_for(ex, ey), launch_arrays(ex, ey, weights, input_seed))
         (tmp / "launch" / "kernel.ptx").write_text(ptx)
     (tmp / "enc2.json").write_text(json.dumps(meta, indent=2) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
 
 
 TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens
@@ -139,16 +137,14 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
     from rr.corpus.sample import sample_launch
     from rr.run.launch import write_launch
 
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    if layer == "enc2":
-        ex, ey = max(frame[0] // TOKEN, 2), max(frame[1] // TOKEN, 2)
-        write_launch(tmp, launch_for(ex, ey), launch_arrays(ex, ey, weight_image(weight_seed), input_seed), module)
-    elif layer == "sample":
-        sample_launch(tmp, module, input_seed)
-    else:
+    if layer not in ("enc2", "sample"):
         raise ValueError(f"no launch for layer {layer!r}: the synthetic engine has enc2 and sample")
-    (tmp / "frame.json").write_text(json.dumps({"layer": layer, "frame": list(frame), "input_seed": input_seed}) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with atomic_dir(out) as tmp:
+        if layer == "enc2":
+            ex, ey = max(frame[0] // TOKEN, 2), max(frame[1] // TOKEN, 2)
+            write_launch(tmp, launch_for(ex, ey), launch_arrays(ex, ey, weight_image(weight_seed), input_seed),
+                         module)
+        else:
+            sample_launch(tmp, module, input_seed)
+        (tmp / "frame.json").write_text(json.dumps({"layer": layer, "frame": list(frame),
+                                                    "input_seed": input_seed}) + "\n")
