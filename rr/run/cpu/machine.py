@@ -88,11 +88,9 @@ class Machine:
     def put(self, name: str, value, mask) -> None:
         value = np.asarray(value)
         if value.dtype != np.bool_:
-            value = value.view(BITS[value.dtype.itemsize * 8]) if value.ndim else \
-                np.asarray(value).reshape(1).view(BITS[value.dtype.itemsize * 8])[0]
+            value = value.view(BITS[value.dtype.itemsize * 8])  # raw bits, scalars included
         if mask is None:
-            self.regs[name] = np.broadcast_to(value, (self.n,)).copy() if value.ndim == 0 or value.shape[0] != self.n \
-                else value
+            self.regs[name] = value if value.shape == (self.n,) else np.broadcast_to(value, (self.n,)).copy()
             return
         old = self.regs.get(name)
         if old is None or old.dtype != value.dtype:

@@ -387,9 +387,9 @@ def _int_fn(base, parts, typ):
             if dt.kind == "i":  # arithmetic: the sign fills in
                 return (a >> clipped).astype(dt)
             return np.where(n >= bits, dt.type(0), a >> clipped).astype(dt)
-        if base == "shr" and typ.startswith("b"):  # shr.b is a logical shift
-            udt = BITS[bits]
-            return lambda a, b: _int_fn("shr", ["shr", f"u{bits}"], f"u{bits}")(np.asarray(a).view(udt), b)
+        if base == "shr" and typ.startswith("b"):  # shr.b is a logical shift: shr.u on the bits
+            udt, logical = BITS[bits], _int_fn("shr", ["shr", f"u{bits}"], f"u{bits}")
+            return lambda a, b: logical(np.asarray(a).view(udt), b)
         return f
     return None
 
