@@ -90,24 +90,27 @@ def from_bits16(b) -> np.ndarray:
 
 # -- e4m3 ---------------------------------------------------------------------------------------
 
-def to_e4m3(x) -> np.ndarray:
-    """`cvt.rn.satfinite.e4m3x2.f16x2` per element: round to nearest even, saturate to ±448
-    (NaN stays NaN). Returns the e4m3 bytes."""
+def _to_fp8(x, fp8, finite_max: float) -> np.ndarray:
+    """`cvt.rn.satfinite.<fp8>x2.f16x2` per element: round to nearest even, saturate to the
+    largest finite value (NaN stays NaN). Returns the fp8 bytes."""
     v = np.asarray(x, dtype=F16).astype(np.float32)
-    v = np.where(np.isnan(v), v, np.clip(v, -E4M3_MAX, E4M3_MAX))
-    return v.astype(E4M3).view(np.uint8)
+    v = np.where(np.isnan(v), v, np.clip(v, -finite_max, finite_max))
+    return v.astype(fp8).view(np.uint8)
+
+
+def to_e4m3(x) -> np.ndarray:
+    """`cvt.rn.satfinite.e4m3x2.f16x2` per element (saturates to ±448)."""
+    return _to_fp8(x, E4M3, E4M3_MAX)
+
+
+def to_e5m2(x) -> np.ndarray:
+    """`cvt.rn.satfinite.e5m2x2.f16x2` per element (saturates to ±57344)."""
+    return _to_fp8(x, E5M2, E5M2_MAX)
 
 
 def from_e4m3(b) -> np.ndarray:
     """`cvt.rn.f16x2.e4m3x2` per element (exact)."""
     return np.asarray(b, dtype=np.uint8).view(E4M3).astype(F16)
-
-
-def to_e5m2(x) -> np.ndarray:
-    """`cvt.rn.satfinite.e5m2x2.f16x2` per element (saturating; NaN stays NaN)."""
-    v = np.asarray(x, dtype=F16).astype(np.float32)
-    v = np.where(np.isnan(v), v, np.clip(v, -E5M2_MAX, E5M2_MAX))
-    return v.astype(E5M2).view(np.uint8)
 
 
 def from_e5m2(b) -> np.ndarray:

@@ -77,17 +77,21 @@ def score_bias(weights: np.ndarray, head: int) -> np.ndarray:
 
 # -- fragment order and the GEMM -----------------------------------------------------------------
 
+def _permute_slices(x: np.ndarray, axis: int, perm: np.ndarray) -> np.ndarray:
+    """x with each 32-wide slice of `axis` gathered through `perm`."""
+    x = np.moveaxis(x, axis, -1)
+    i = np.arange(x.shape[-1])
+    return np.moveaxis(x[..., (i // 32) * 32 + perm[i % 32]], -1, axis)
+
+
 def to_fragment_order(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Reorder each 32-wide slice of `axis` from channel order to fragment k order."""
-    x = np.moveaxis(x, axis, -1)
-    idx = (np.arange(x.shape[-1]) // 32) * 32 + L.SIGMA_INV[np.arange(x.shape[-1]) % 32]
-    return np.moveaxis(x[..., idx], -1, axis)
+    return _permute_slices(x, axis, L.SIGMA_INV)
 
 
 def from_fragment_order(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    x = np.moveaxis(x, axis, -1)
-    idx = (np.arange(x.shape[-1]) // 32) * 32 + L.SIGMA[np.arange(x.shape[-1]) % 32]
-    return np.moveaxis(x[..., idx], -1, axis)
+    """Reorder each 32-wide slice of `axis` from fragment k order (as stored) to channel order."""
+    return _permute_slices(x, axis, L.SIGMA)
 
 
 def gemm(a: np.ndarray, b_frag: np.ndarray, c: np.ndarray, mma: nx.MmaModel) -> np.ndarray:
