@@ -18,6 +18,12 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH: insta
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH")
 
 
+def run_ptxas(ptx: Path, arch: str = "sm_90", *flags: str) -> subprocess.CompletedProcess:
+    """ptxas on a PTX file (the cubin goes beside it); the result, for its status and messages."""
+    return subprocess.run([PTXAS, f"-arch={arch}", *flags, str(ptx), "-o", str(Path(ptx).with_suffix(".cubin"))],
+                          capture_output=True, text=True, check=False)
+
+
 @pytest.fixture(scope="session")
 def nvcc_ptx(tmp_path_factory):
     """nvcc_ptx('mma_chain', '-DM_TILES=4') → Path of the PTX nvcc makes for tests/cuda/mma_chain.cu."""

@@ -3,12 +3,11 @@ and ptxas accepts the result; a cut that would split a scope block is refused.""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import PTXAS
+from conftest import PTXAS, run_ptxas
 from rr.describe import find_phases
 from rr.ptx import linearise, parse
 from rr.splice.assemble import SpliceError, assemble
@@ -46,7 +45,7 @@ def test_replacing_a_phase_changes_only_the_cut(tmp_path):
     if PTXAS:
         src = tmp_path / "s.ptx"
         src.write_text(out.text)
-        r = subprocess.run([PTXAS, "-arch=sm_90", str(src), "-o", str(tmp_path / "s.cubin")], capture_output=True, text=True)
+        r = run_ptxas(src)
         assert r.returncode == 0, r.stderr
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PTXAS
+from conftest import PTXAS, run_ptxas
 from rr.ptx import emit, linearise, parse_file
 from rr.synth.enc2 import build_enc2
 from rr.synth.layout import ENTRY
@@ -45,6 +45,5 @@ def test_enc2_phase_splices_round_trip_keep_the_outside_and_compile(enc2, tmp_pa
     assert [s.text for s in after[first - 1 + n:]] == [s.text for s in before[last:]]
     assert record["outside_statements_checked"] == len(before) - (last - first + 1)
     if PTXAS:
-        c = subprocess.run([PTXAS, "-arch=sm_90", str(out), "-o", str(tmp_path / "x.cubin")],
-                           capture_output=True, text=True, check=False)
+        c = run_ptxas(out)
         assert c.returncode == 0, c.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import PTXAS
+from conftest import PTXAS, run_ptxas
 from rr.corpus.sample import sample_launch
 from rr.ptx import linearise, parse_file
 from rr.run.launch import param_images, read_launch
@@ -47,8 +47,7 @@ def test_probe_leaves_the_phase_and_adds_stores_and_a_parameter(tmp_path):
     assert len(probe["mma"]) == 32 and all(len(m["A"]) == 4 and len(m["B"]) == 2 and len(m["D"]) == 2
                                            for m in probe["mma"])
     if PTXAS:
-        assert subprocess.run([PTXAS, "-arch=sm_90", str(out), "-o", str(tmp_path / "p.cubin")],
-                              capture_output=True, check=False).returncode == 0
+        assert run_ptxas(out).returncode == 0
 
 
 def test_relaunch_appends_the_probe_buffer(tmp_path):

@@ -3,11 +3,10 @@ accepts without warnings for sm_89 and sm_90, and whose registers are declared f
 
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from conftest import PTXAS
+from conftest import PTXAS, run_ptxas
 from rr.describe import find_phases
 from rr.ptx import emit, linearise, parse
 from rr.synth import KernelBuilder, KernelParam
@@ -79,7 +78,6 @@ def test_registers_are_declared_from_use():
 def test_ptxas_accepts_the_built_kernel_without_warnings(tmp_path, arch):
     src = tmp_path / "k.ptx"
     src.write_text(build(arch))
-    r = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
+    r = run_ptxas(src, arch, "-v")
     assert r.returncode == 0, r.stderr
     assert "warning" not in (r.stdout + r.stderr).lower()

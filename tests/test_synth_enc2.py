@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PTXAS
+from conftest import PTXAS, run_ptxas
 
 from rr.ptx import emit, linearise, parse
 from rr.run.launch import read_launch
@@ -144,8 +144,7 @@ def test_weight_image_spans_the_documents_extent():
 def test_ptxas_compiles_enc2_without_warnings(tmp_path, arch):
     ptx = tmp_path / "enc2.ptx"
     ptx.write_text(build_enc2(arch))
-    r = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(ptx), "-o", str(tmp_path / "enc2.cubin")],
-                       capture_output=True, text=True, check=False)
+    r = run_ptxas(ptx, arch, "-v")
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr
     assert re.search(r"Used \d+ registers", r.stderr)
