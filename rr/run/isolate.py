@@ -105,7 +105,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
 
 def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
-    from rr.run.cuda import NoDevice, device_info
+    from rr.run.cuda import NoDevice, resolve_backend
 
     out = Path(out_dir)
 
@@ -116,12 +116,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
         launch = read_launch(launch_dir)
     except LaunchError as e:
         return finish({"status": "bad_launch", "backend": backend, "message": str(e)}, 2)
-    if backend == "auto":
-        try:
-            device_info()
-            backend = "cuda"
-        except NoDevice:
-            backend = "cpu"
+    backend = resolve_backend(backend)
     if backend == "cpu":
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
 

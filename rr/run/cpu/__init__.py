@@ -55,7 +55,8 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
     launch = read_launch(directory)
     if launch.module.endswith(".cubin"):
         raise CpuUnsupported(f"{directory / launch.module}: the cpu backend runs PTX, not a cubin")
-    arrays = {k: v.copy() for k, v in load_buffers(directory, launch).items()}
+    # fresh arrays from disk, written in place through byte views: C order (copied only if not)
+    arrays = {k: np.ascontiguousarray(v) for k, v in load_buffers(directory, launch).items()}
     program, ctx = prepare((directory / launch.module).read_text(), launch.entry)
 
     handles, buffers, images = {}, [], []
