@@ -27,6 +27,7 @@ from rr.ptx.model import (
     Sym,
     TopLevel,
     Vec,
+    registers_in,
 )
 
 NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "trap", "red.", "membar", "fence")
@@ -97,15 +98,8 @@ def _rename(op, name, registers=frozenset()):
 
 
 def _regs(op) -> list[str]:
-    if isinstance(op, Reg):
-        return [] if op.special else [op.name]
-    if isinstance(op, (Vec, Plist)):
-        return [r for o in op.items for r in _regs(o)]
-    if isinstance(op, Pair):
-        return _regs(op.first) + _regs(op.second)
-    if isinstance(op, Addr):
-        return (_regs(op.base) if op.base is not None else []) + [r for o in op.extra for r in _regs(o)]
-    return []
+    """The names of the ordinary (not special) registers an operand mentions."""
+    return [r.name for r in registers_in(op) if not r.special]
 
 
 def _space_layout(module, functions, space: str) -> tuple[dict, int]:
