@@ -137,8 +137,10 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
     from rr.corpus.sample import sample_launch
     from rr.run.launch import write_launch
 
-    if layer not in ("enc2", "sample"):
-        raise ValueError(f"no launch for layer {layer!r}: the synthetic engine has enc2 and sample")
+    from rr.synth.engine import LAYERS
+
+    if layer not in LAYERS:
+        raise ValueError(f"no launch for layer {layer!r}: the synthetic engine has {' and '.join(LAYERS)}")
     with atomic_dir(out) as tmp:
         if layer == "enc2":
             ex, ey = max(frame[0] // TOKEN, 2), max(frame[1] // TOKEN, 2)
