@@ -232,7 +232,13 @@ def cmd_compile(args) -> int:
     write_json(report, result.as_dict())
     if result.status != "ok":
         print(f"rr: {result.status}: {args.ptx}: {result.message}", file=sys.stderr)
-        return 0 if args.record else 1
+        if not args.record:
+            return 1
+        # for pipelines: the record says why; the cubin is an empty file, as a refused splice's module is
+        from rr.io import write_bytes
+
+        write_bytes(args.output, b"")
+        return 0
     for f in result.functions.values():
         regs = f"{f.registers} registers, " if f.registers is not None else ""
         shared = f", {f.shared_bytes} bytes shared" if f.shared_bytes is not None else ""
@@ -490,7 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", default="sm_90")
     s.add_argument("-o", "--output", required=True, help="X.cubin (the report goes to X.cubin.json)")
     s.add_argument("--record", action="store_true",
-                   help="exit 0 once the record is written, whatever it says (for pipelines)")
+                   help="exit 0 once the record is written, whatever it says, leaving an empty X.cubin "
+                        "when ptxas fails (for pipelines)")
     s.set_defaults(func=cmd_compile)
 
     s = sub.add_parser("run", help="run a launch description (in a child process) and capture its buffers")

@@ -5,6 +5,7 @@ fingerprint as a param, and a changed param reruns the job."""
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -34,3 +35,10 @@ def fingerprint(stage: str, root: str | Path = PACKAGE) -> str:
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
+
+
+def import_rr_from(checkout: str | Path) -> None:
+    """Make every job this process starts (`python3 -m rr …`) import rr from `checkout`, the code
+    `fingerprint` covers, in whichever environment runs the job: the active one, or a rule's conda
+    env, which has rr's dependencies but not rr."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH")) if p)

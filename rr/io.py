@@ -14,6 +14,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _default_mode(directory: bool) -> int:
+    """The mode a plain open()/mkdir() would give: temporaries are created 0600/0700, and results
+    on a shared filesystem must be as readable as any other file the user writes."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path):
     """Yield a temporary path beside `path`; it is renamed onto `path` only if the block succeeds."""
@@ -23,6 +31,7 @@ def atomic_path(path: str | Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _default_mode(directory=False))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -42,6 +51,7 @@ def atomic_dir(path: str | Path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    os.chmod(tmp, _default_mode(directory=True))
     shutil.rmtree(path, ignore_errors=True)
     os.replace(tmp, path)
 

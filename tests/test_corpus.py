@@ -4,6 +4,8 @@ every occurrence, and survives truncated or corrupt containers with a warning na
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from conftest import CUDA_DIR, NVCC
 from rr.corpus import (FatbinError, find_entry, fnv1a64, fnv1a64_hex, read_container, scan_bytes,
                        scan_source, write_container, write_corpus)
 from rr.corpus.fatbin import ENTRY, HEADER, KIND_ELF, KIND_PTX
-from rr.io import atomic_path
+from rr.io import atomic_dir, atomic_path
 from rr.ptx import linearise, parse
 
 DATA = Path(__file__).parent / "data"
@@ -170,6 +172,19 @@ def test_atomic_path_leaves_nothing_when_the_writer_fails(tmp_path):
             tmp.write_text("half a modu")
             raise RuntimeError("disk full")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_outputs_get_the_modes_the_umask_gives_not_the_temporaries_private_ones(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "row.parquet") as tmp:
+            tmp.write_bytes(b"x")
+        with atomic_dir(tmp_path / "capture") as tmp:
+            (tmp / "run.json").write_text("{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "row.parquet").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "capture").stat().st_mode) == 0o755
 
 
 @pytest.mark.parametrize("mode,expect", [("default", "zstd"), ("none", "none")])

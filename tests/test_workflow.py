@@ -5,6 +5,9 @@ and bad configs and targets are refused with their reason."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,17 +20,39 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _copy_workflow(dest):
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "workflow", "config", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    return dest
+
+
 @pytest.fixture
 def workdir(tmp_path):
-    for name in ("Snakefile", "workflow", "config"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
-    return tmp_path
+    return _copy_workflow(tmp_path)
 
 
-def _snakemake(workdir, *args):
+def _snakemake(workdir, *args, env=None):
     return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
+
+
+def _configure(workdir, **values):
+    cfg = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    cfg.update(values)
+    (workdir / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def _job_resources(out):
+    """{rule: resources line} of a dry run's job listing."""
+    jobs, rule = {}, None
+    for line in out.splitlines():
+        if line.startswith(("rule ", "localrule ", "checkpoint ")):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("resources:") and rule:
+            jobs[rule] = line.strip()
+    return jobs
 
 
 def test_sample_layer_runs_end_to_end_and_a_rerun_does_nothing(workdir):
@@ -70,8 +95,6 @@ def test_describe_splice_and_compile_targets(workdir):
                "results/sample/phase2/f32acc.cubin.json"]
     r = _snakemake(workdir, *targets)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    import json
-
     spec = json.loads((workdir / "results/sample/descriptor.json").read_text())
     assert [p["mma"] for p in spec["phases"]] == [32, 16]
     record = json.loads((workdir / "results/sample/phase2/isolate.ptx.splice.json").read_text())
@@ -89,9 +112,7 @@ def test_describe_splice_and_compile_targets(workdir):
 
 
 def test_a_sample_cell_gives_one_row_per_shipped_recipe(workdir):
-    cfg = yaml.safe_load((workdir / "config/config.yaml").read_text())
-    cfg.update(backend="cpu", layers=["sample"])
-    (workdir / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    _configure(workdir, backend="cpu", layers=["sample"])
     r = _snakemake(workdir, "results/sample_phase2.parquet")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = {row["recipe"]: row for row in pq.read_table(workdir / "results/sample_phase2.parquet").to_pylist()}
@@ -107,9 +128,7 @@ def test_a_sample_cell_gives_one_row_per_shipped_recipe(workdir):
 
 
 def _small_cpu_config(workdir, recipes):
-    cfg = yaml.safe_load((workdir / "config/config.yaml").read_text())
-    cfg.update(backend="cpu", cpu_frame="128x128", recipes=recipes, phases=[8])
-    (workdir / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    _configure(workdir, backend="cpu", cpu_frame="128x128", recipes=recipes, phases=[8])
 
 
 def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
@@ -150,3 +169,106 @@ def test_a_phase_the_layer_lacks_is_refused_with_its_phases(workdir):
     assert r.returncode != 0
     assert "layer enc2 has no phase 39: its phases are 1–38 (38)" in r.stdout + r.stderr
     assert not (workdir / "results/enc2_phase39.parquet").exists()
+    # phases given on the command line arrive as strings; the same check applies to the config's list
+    dry = _snakemake(workdir, "-n", "--config", "phases=[8,9]")
+    assert dry.returncode == 0 and {"results/enc2_phase8.parquet", "results/enc2_phase9.parquet"} <= \
+        set(re.findall(r"results/enc2_phase\d+\.parquet", dry.stdout)), dry.stdout[-3000:] + dry.stderr[-3000:]
+    dry = _snakemake(workdir, "-n", "--config", "phases=[8,39]")
+    assert dry.returncode != 0 and "layer enc2 has no phase 39" in dry.stdout + dry.stderr
+
+
+def test_the_default_profile_limits_gpu_jobs_to_the_gpus_present(workdir):
+    from snakemake.profiles import ProfileConfigFileParser
+
+    from rr.run.gpus import gpu_count
+
+    with open(workdir / "profiles/default/config.yaml") as f:
+        profile = ProfileConfigFileParser().parse(f)
+    assert profile["resources"] == [f"gpu={max(1, gpu_count())}"]
+    r = _snakemake(workdir, "results/sample/statements.parquet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    assert "Using workflow specific profile profiles/default" in out
+    assert re.search(rf"Provided resources: .*gpu\D+{max(1, gpu_count())}\b", out), out[:3000]
+    # a limit given on the command line wins over the profile's
+    r = _snakemake(workdir, "-F", "results/sample/statements.parquet", "--resources", "gpu=3")
+    assert re.search(r"Provided resources: .*gpu\D+3\b", r.stdout + r.stderr), r.stderr[-3000:]
+
+
+def test_capture_and_timing_jobs_take_a_gpu_on_the_cuda_backend_only(workdir):
+    _configure(workdir, layers=["sample"], backend="cuda")
+    assert _snakemake(workdir, "results/sample/descriptor.json").returncode == 0
+    dry = _snakemake(workdir, "-n", "results/sample_phase2.parquet")
+    jobs = _job_resources(dry.stdout + dry.stderr)
+    gpu_rules = {"capture_reference", "capture_splice", "time"}
+    assert gpu_rules <= set(jobs), dry.stdout[-3000:]
+    for rule, resources in jobs.items():
+        assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
+    _configure(workdir, backend="cpu")
+    dry = _snakemake(workdir, "-n", "results/sample_phase2.parquet")
+    jobs = _job_resources(dry.stdout + dry.stderr)
+    assert all("gpu=0" in jobs[rule] for rule in gpu_rules)
+
+
+def test_the_slurm_profile_asks_slurm_for_one_gpu_per_gpu_job(workdir):
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    _configure(workdir, layers=["sample"], backend="cuda")
+    assert _snakemake(workdir, "results/sample/descriptor.json").returncode == 0
+    dry = _snakemake(workdir, "--workflow-profile", "profiles/slurm", "-n", "results/sample_phase2.parquet")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0 and "Using workflow specific profile profiles/slurm" in out, out[-3000:]
+    for rule, line in _job_resources(out).items():
+        resources = dict(kv.split("=", 1) for kv in line.removeprefix("resources:").replace(" ", "").split(","))
+        gpu_job = rule in {"capture_reference", "capture_splice", "time"}
+        assert resources["slurm_partition"] == ("gpu" if gpu_job else "cpu"), (rule, line)
+        # the executor plugin's own translation of the job's resources into sbatch arguments
+        gres = set_gres_string(SimpleNamespace(resources={k: int(v) if v.isdigit() else v
+                                                          for k, v in resources.items()}))
+        assert gres.strip() == ("--gpus=1" if gpu_job else ""), (rule, gres)
+
+
+def test_compile_and_the_reference_capture_are_served_from_the_output_cache(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = {**os.environ, "SNAKEMAKE_OUTPUT_CACHE": str(cache)}
+    targets = ["results/sample/phase2/isolate.cubin.json", "results/sample/reference"]
+    runs = []
+    for name in ("first", "second"):
+        wd = _copy_workflow(tmp_path / name)
+        _configure(wd, layers=["sample"], backend="cpu")
+        r = _snakemake(wd, *targets, "--cache", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append((wd, r.stdout + r.stderr))
+    (first, _), (second, out) = runs
+    for path in ("results/sample/phase2/isolate.cubin", "results/sample/phase2/isolate.cubin.json",
+                 "results/sample/reference/out.npy", "results/sample/reference/run.json"):
+        assert f"Symlinking output file {path} from cache" in out, out[-3000:]
+    # the second workflow ran neither ptxas nor the kernel: its logs of those jobs are empty
+    assert (second / "logs/compile/sample_phase2_isolate.log").read_text() == ""
+    assert (second / "logs/capture/sample_reference.log").read_text() == ""
+    assert (first / "logs/capture/sample_reference.log").read_text() != ""
+    assert json.loads((second / "results/sample/phase2/isolate.cubin.json").read_text()) == \
+        json.loads((first / "results/sample/phase2/isolate.cubin.json").read_text())
+
+
+@pytest.mark.gpu
+def test_an_enc2_cell_on_the_cuda_backend_is_captured_on_a_claimed_gpu_and_timed(workdir, gpu):
+    from rr.run.gpus import visible_gpus
+
+    _configure(workdir, backend="cuda", frame="256x256", recipes=["isolate", "regen"], phases=[8],
+               timing={"noise": 0.01, "time_limit_s": 1})
+    r = _snakemake(workdir, "results/enc2_phase8.parquet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["recipe"]: row for row in pq.read_table(workdir / "results/enc2_phase8.parquet").to_pylist()}
+    for row in rows.values():
+        assert row["capture_backend"] == "cuda" and row["frame"] == "256x256"
+        assert row["frame_identical"] is True
+        assert row["timing_status"] == "ok" and 0.5 < row["ratio"] < 2 and row["gpu"] == gpu["name"]
+    for recipe in rows:
+        record = json.loads((workdir / f"results/enc2/phase8/{recipe}.run.json").read_text())
+        timing = json.loads((workdir / f"results/enc2/phase8/{recipe}.timing.json").read_text())
+        assert record["gpu"] in visible_gpus() and timing["gpu"] in visible_gpus()
+        assert record["device"]["uuid"] == record["gpu"]  # the child saw only the claimed device

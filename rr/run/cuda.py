@@ -15,22 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rr.run.gpus import visible_gpus
 from rr.run.launch import Launch, load_buffers, param_images, read_launch
 
 
 class NoDevice(RuntimeError):
     """No usable CUDA device (no cupy, no driver, or no GPU)."""
-
-
-def resolve_backend(backend: str) -> str:
-    """`auto` → `cuda` when a GPU is present, else `cpu`; other names as they are."""
-    if backend != "auto":
-        return backend
-    try:
-        device_info()
-        return "cuda"
-    except NoDevice:
-        return "cpu"
 
 
 def device_info() -> dict:
@@ -54,6 +44,7 @@ def device_info() -> dict:
         "runtime": runtime.runtimeGetVersion(),
         "cupy": cupy.__version__,
         "l2_bytes": props.get("l2CacheSize"),
+        "uuid": next(iter(visible_gpus()), None),
     }
 
 

@@ -4,11 +4,13 @@ An illegal address, an invalid launch or a hang kills only the child; the parent
 run record (`status`, `message`) and the next run starts with a clean context. The child writes
 into a temporary directory that is renamed onto the output only when the run is over, so an output
 directory always holds a whole run (buffers and `run.json`, or `run.json` alone for a failure).
-Inputs are only ever read.
+Inputs are only ever read. A cuda run or timing first claims a GPU of its own (rr.run.gpus) and
+its child sees only that device; the record names it (`gpu`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 from rr.io import atomic_dir
+from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
 from rr.run.launch import LaunchError, read_launch, write_launch
 
 STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch")
@@ -27,11 +30,12 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
                  timeout_s: float = 120) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
+    backend = resolve_backend(backend)
     t0 = time.perf_counter()
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir) as tmp, _device_for(backend) as gpu:
         try:
             child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
-                                   capture_output=True, text=True, timeout=timeout_s)
+                                   capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
             record_path = tmp / "run.json"
             if record_path.is_file():
                 record = json.loads(record_path.read_text())
@@ -42,6 +46,7 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
         except subprocess.TimeoutExpired:
             record = {"status": "timeout", "backend": backend,
                       "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
+        record["gpu"] = gpu
         record["wall_ms"] = (time.perf_counter() - t0) * 1e3
         if record["status"] != "ok":
             for p in tmp.iterdir():  # a failed run leaves no partial buffers
@@ -49,6 +54,11 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
                     p.unlink()
         (tmp / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _device_for(backend: str):
+    """A claimed GPU for the cuda backend; nothing to claim for the others."""
+    return claimed_gpu() if backend == "cuda" else contextlib.nullcontext()
 
 
 def _write_record(path: Path, record: dict, code: int) -> int:
@@ -60,15 +70,17 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
                   time_limit_s: float = 30.0, backend: str = "auto") -> dict:
     """`rr.run.timing.time_pair` in a child process; a fault or hang becomes the record's status."""
     out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
+    backend = resolve_backend(backend)
     try:
-        child = subprocess.run(
-            [sys.executable, "-m", "rr.run.child", "time", str(reference), str(other), str(out),
-             str(noise_target), str(time_limit_s), backend],
-            capture_output=True, text=True, timeout=time_limit_s * 2 + 120)
+        with _device_for(backend) as gpu:
+            child = subprocess.run(
+                [sys.executable, "-m", "rr.run.child", "time", str(reference), str(other), str(out),
+                 str(noise_target), str(time_limit_s), backend],
+                capture_output=True, text=True, timeout=time_limit_s * 2 + 120, env=gpu_env(gpu))
         if out.is_file():
-            return json.loads(out.read_text())
+            return {**json.loads(out.read_text()), "gpu": gpu}
         tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
-        return {"status": "fault", "message": f"the timing process died (exit {child.returncode}): "
+        return {"status": "fault", "gpu": gpu, "message": f"the timing process died (exit {child.returncode}): "
                 + " | ".join(tail)}
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "message": "timing did not finish; its process was killed"}
@@ -105,7 +117,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
 
 def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
-    from rr.run.cuda import NoDevice, resolve_backend
+    from rr.run.cuda import NoDevice
 
     out = Path(out_dir)
 

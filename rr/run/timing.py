@@ -18,19 +18,23 @@ import time
 from dataclasses import asdict, dataclass
 
 from rr.run.cuda import PreparedLaunch, device_info
+from rr.run.gpus import visible_gpus
 
 
 class _Nvml:
-    """The SM clock of device 0 through libnvidia-ml, when it can be loaded."""
+    """The SM clock of the device being timed through libnvidia-ml, when it can be loaded. NVML
+    ignores CUDA_VISIBLE_DEVICES, so the device is found by the UUID the CUDA driver gives it."""
 
-    def __init__(self):
+    def __init__(self, uuid: str | None):
         self.handle = None
         try:
             self.lib = ctypes.CDLL("libnvidia-ml.so.1")
             if self.lib.nvmlInit_v2() != 0:
                 return
             handle = ctypes.c_void_p()
-            if self.lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) == 0:
+            found = (self.lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) if uuid
+                     else self.lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)))
+            if found == 0:
                 self.handle = handle
         except OSError:
             pass
@@ -76,7 +80,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     launches = [PreparedLaunch(dir_a), PreparedLaunch(dir_b)]
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
-    nvml = _Nvml()
+    nvml = _Nvml(next(iter(visible_gpus()), None))
     for _ in range(warmup):
         for p in launches:
             p.launch_async(stream.ptr)

@@ -3,11 +3,13 @@
 
 import json
 
-from rr.run.cuda import resolve_backend
+from rr.run.gpus import resolve_backend
 
 # auto resolved once, at DAG time: it decides the frame size the launches are made for.
 BACKEND = resolve_backend(config["backend"])
 FRAME = config["frame"] if BACKEND == "cuda" else config["cpu_frame"]
+# What a capture or timing job takes of the `gpu` resource (its limit: profiles/default).
+GPU = 1 if BACKEND == "cuda" else 0
 
 
 def corpus_source():
@@ -22,15 +24,18 @@ def layer_phases(layer):
         return [p["phase"] for p in json.load(f)["phases"]]
 
 
+def check_phase(layer, phase, phases):
+    if phase not in phases:
+        raise ValueError(
+            f"layer {layer} has no phase {phase}: its phases are "
+            f"{phases[0]}–{phases[-1]} ({len(phases)})"
+        )
+
+
 def cell_inputs(wildcards):
     """The descriptor and every record of a layer × phase cell; a phase the layer does not have
     stops the DAG with the layer's phases named."""
-    phases = layer_phases(wildcards.layer)
-    if int(wildcards.phase) not in phases:
-        raise ValueError(
-            f"layer {wildcards.layer} has no phase {wildcards.phase}: its phases are "
-            f"{phases[0]}–{phases[-1]} ({len(phases)})"
-        )
+    check_phase(wildcards.layer, int(wildcards.phase), layer_phases(wildcards.layer))
     return {
         "descriptor": f"results/{wildcards.layer}/descriptor.json",
         "launch": f"results/{wildcards.layer}/launch",
@@ -39,15 +44,16 @@ def cell_inputs(wildcards):
 
 
 def all_cells(wildcards):
-    """Every configured cell: all phases of every layer, or the configured list."""
+    """Every configured cell: all phases of every layer, or the configured list (a phase a layer
+    lacks stops the DAG, as its target would)."""
     cells = []
     for layer in config["layers"]:
         phases = layer_phases(layer)
         chosen = (
-            phases
-            if config["phases"] == "all"
-            else [p for p in config["phases"] if p in phases]
+            phases if config["phases"] == "all" else [int(p) for p in config["phases"]]
         )
+        for phase in chosen:
+            check_phase(layer, phase, phases)
         cells += [f"results/{layer}_phase{p}.parquet" for p in chosen]
     return cells
 
@@ -84,7 +90,10 @@ def cell_dir(wildcards):
     return f"results/{wildcards.layer}/phase{wildcards.phase}"
 
 
-from rr.fingerprint import fingerprint
+from rr.fingerprint import fingerprint, import_rr_from
+
+# Jobs (`python3 -m rr …`) run this checkout's rr; cluster jobs parse this file again and do the same.
+import_rr_from(workflow.basedir)
 
 # The code each stage runs: a change reruns that stage's jobs (and what depends on them) only.
 CODE = {

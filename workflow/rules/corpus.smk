@@ -11,11 +11,13 @@ rule synth_engine:
         "resources/engine/engine.bin",
     log:
         "logs/synth_engine.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["synth"],
         arch=config["arch"],
     shell:
-        "rr synth engine --arch {params.arch} -o {output} > {log} 2>&1"
+        "python3 -m rr synth engine --arch {params.arch} -o {output} > {log} 2>&1"
 
 
 rule extract:
@@ -26,10 +28,12 @@ rule extract:
         modules=directory("resources/corpus/modules"),
     log:
         "logs/extract.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["corpus"],
     shell:
-        "rr extract {input} -o resources/corpus > {log} 2>&1"
+        "python3 -m rr extract {input} -o resources/corpus > {log} 2>&1"
 
 
 rule linearise:
@@ -39,8 +43,10 @@ rule linearise:
         "results/{layer}/statements.parquet",
     log:
         "logs/linearise/{layer}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["linearise"],
         entry=layer_entry,
     shell:
-        "rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"
+        "python3 -m rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"

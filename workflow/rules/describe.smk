@@ -10,9 +10,11 @@ checkpoint describe:
         epilogues="results/{layer}/epilogues.parquet",
     log:
         "logs/describe/{layer}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["describe"],
         entry=layer_entry,
         out=layer_dir,
     shell:
-        "rr describe resources/corpus --entry {params.entry} -o {params.out} > {log} 2>&1"
+        "python3 -m rr describe resources/corpus --entry {params.entry} -o {params.out} > {log} 2>&1"

@@ -9,10 +9,12 @@ rule summary:
         "results/summary.parquet",
     log:
         "logs/summary.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["report"],
     shell:
-        "rr summary {input} -o {output} > {log} 2>&1"
+        "python3 -m rr summary {input} -o {output} > {log} 2>&1"
 
 
 rule report_figures:
@@ -47,8 +49,10 @@ rule report_figures:
         ),
     log:
         "logs/report_figures.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["report"],
         descriptors=descriptor_args,
     shell:
-        "rr report {input.summary} {params.descriptors} -o results/report > {log} 2>&1"
+        "python3 -m rr report {input.summary} {params.descriptors} -o results/report > {log} 2>&1"

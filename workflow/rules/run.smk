@@ -9,13 +9,15 @@ rule launch:
         directory("results/{layer}/launch"),
     log:
         "logs/launch/{layer}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["synth"],
         frame=FRAME,
         seed=config["input_seed"],
         pattern=config["corpus"]["entry_pattern"],
     shell:
-        "rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
+        "python3 -m rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
         " --entry-pattern '{params.pattern}' -o {output} > {log} 2>&1"
 
 
@@ -26,11 +28,17 @@ rule capture_reference:
         directory("results/{layer}/reference"),
     log:
         "logs/capture/{layer}_reference.log",
+    # the unspliced frame of a layer, the same for every workflow with the same launch and rr
+    cache: True
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
     params:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
+        "python3 -m rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
 
 
 rule launch_splice:
@@ -41,10 +49,12 @@ rule launch_splice:
         directory("results/{layer}/phase{phase}/{recipe}.launch"),
     log:
         "logs/launch/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["run"],
     shell:
-        "rr relaunch {input.launch} --module {input.module} -o {output} > {log} 2>&1"
+        "python3 -m rr relaunch {input.launch} --module {input.module} -o {output} > {log} 2>&1"
 
 
 rule capture_splice:
@@ -55,11 +65,15 @@ rule capture_splice:
         record="results/{layer}/phase{phase}/{recipe}.run.json",
     log:
         "logs/capture/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
     params:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
+        "python3 -m rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
         " && cp {output.capture}/run.json {output.record}"
 
 
@@ -71,10 +85,12 @@ rule compare:
         "results/{layer}/phase{phase}/{recipe}.compare.json",
     log:
         "logs/compare/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["run"],
     shell:
-        "rr compare {input.reference} {input.capture} --record -o {output} > {log} 2>&1"
+        "python3 -m rr compare {input.reference} {input.capture} --record -o {output} > {log} 2>&1"
 
 
 rule time:
@@ -85,13 +101,17 @@ rule time:
         "results/{layer}/phase{phase}/{recipe}.timing.json",
     log:
         "logs/time/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
     params:
         code=CODE["run"],
         backend=BACKEND,
         noise=config["timing"]["noise"],
         limit=config["timing"]["time_limit_s"],
     shell:
-        "rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
+        "python3 -m rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
         " --time-limit {params.limit} --record -o {output} > {log} 2>&1"
 
 
@@ -102,11 +122,13 @@ rule collect:
         "results/{layer}_phase{phase}.parquet",
     log:
         "logs/collect/{layer}_phase{phase}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["collect"],
         cell=cell_dir,
         recipes=",".join(config["recipes"]),
     shell:
-        "rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
+        "python3 -m rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
         " --recipes {params.recipes} --descriptor {input.descriptor} --module resources/corpus"
         " --launch {input.launch} -o {output} > {log} 2>&1"

@@ -15,11 +15,13 @@ rule splice:
         record="results/{layer}/phase{phase}/{recipe}.ptx.splice.json",
     log:
         "logs/splice/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["splice"],
         entry=layer_entry,
     shell:
-        "rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
+        "python3 -m rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
         "--phase {wildcards.phase} --record -o {output.ptx} > {log} 2>&1"
 
 
@@ -27,12 +29,17 @@ rule compile:
     input:
         "results/{layer}/phase{phase}/{recipe}.ptx",
     output:
+        cubin="results/{layer}/phase{phase}/{recipe}.cubin",
         report="results/{layer}/phase{phase}/{recipe}.cubin.json",
     log:
         "logs/compile/{layer}_phase{phase}_{recipe}.log",
+    # ptxas on a large entry takes seconds to minutes: the same PTX, arch and rr compile again
+    # are served from --cache (SNAKEMAKE_OUTPUT_CACHE) between workflows
+    cache: True
+    conda:
+        "../envs/rr.yaml"
     params:
         code=CODE["compile"],
         arch=config["arch"],
-        cubin="results/{layer}/phase{phase}/{recipe}.cubin",
     shell:
-        "rr compile {input} --arch {params.arch} --record -o {params.cubin} > {log} 2>&1"
+        "python3 -m rr compile {input} --arch {params.arch} --record -o {output.cubin} > {log} 2>&1"

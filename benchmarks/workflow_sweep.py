@@ -1,0 +1,131 @@
+"""The workflow as users run it, measured: a sweep through Snakemake, then no-op reruns.
+
+    python benchmarks/workflow_sweep.py --cores 4 [--configfile extra.yaml] [TARGET ...]
+
+Runs `snakemake --cores N [TARGET ...]` in the repository root and prints: the sweep's wall time,
+its jobs per rule, the wall time per job, the start-up cost of one `python3 -m rr` process (what
+every job pays), how many GPU jobs ran at once and on which devices (from the run and timing
+records' `gpu`), the rows written, then the wall time of `--noop-runs` reruns, each of which must
+say "Nothing to be done".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_RULES = {"capture_reference", "capture_splice", "time"}
+
+
+def snakemake(cores: int, configfiles: list[str], targets: list[str]) -> tuple[float, str, int]:
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *targets]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    return time.perf_counter() - t0, r.stdout + r.stderr, r.returncode
+
+
+def job_intervals(log: str) -> dict[int, dict]:
+    """jobid → rule, start, end, from Snakemake's log (one-second timestamps)."""
+    jobs: dict[int, dict] = {}
+    stamp, rule = None, None
+    for line in log.splitlines():
+        if m := re.match(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$", line.strip()):
+            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
+        elif m := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line):
+            rule = m.group(1)
+        elif (m := re.match(r"^\s+jobid: (\d+)$", line)) and rule:
+            jobs[int(m.group(1))] = {"rule": rule, "start": stamp}
+            rule = None
+        elif m := re.match(r"^Finished jobid: (\d+)", line):
+            if int(m.group(1)) in jobs:
+                jobs[int(m.group(1))]["end"] = stamp
+    return jobs
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    best = now = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def rr_start_s(runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "rr", "--help"], cwd=ROOT, capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*")
+    ap.add_argument("--cores", type=int, default=4)
+    ap.add_argument("--configfile", action="append", default=[])
+    ap.add_argument("--noop-runs", type=int, default=3)
+    ap.add_argument("--log", help="write Snakemake's log of the sweep here")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+
+    wall, log, rc = snakemake(args.cores, args.configfile, args.targets)
+    if args.log:
+        Path(args.log).write_text(log)
+    if rc != 0:
+        print(log[-4000:])
+        print(f"snakemake failed (exit {rc}) after {wall:.0f} s")
+        return 1
+    jobs = job_intervals(log)
+    per_rule = collections.Counter(j["rule"] for j in jobs.values())
+    gpu_spans = [(j["start"], j["end"]) for j in jobs.values() if j["rule"] in GPU_RULES and "end" in j]
+    devices = collections.Counter()
+    for record in [*ROOT.glob("results/*/phase*/*.run.json"), *ROOT.glob("results/*/phase*/*.timing.json"),
+                   *ROOT.glob("results/*/reference/run.json")]:
+        devices[json.loads(record.read_text()).get("gpu")] += 1
+    summary = ROOT / "results/summary.parquet"
+    rows = pq.read_metadata(summary).num_rows if summary.exists() else None
+    start = rr_start_s()
+    noop = []
+    for _ in range(args.noop_runs):
+        t, out, rc = snakemake(args.cores, args.configfile, args.targets)
+        if rc != 0 or "Nothing to be done" not in out:
+            print(out[-3000:])
+            print("a rerun did work or failed: the sweep is not up to date")
+            return 1
+        noop.append(t)
+
+    figures = {
+        "wall_s": wall, "jobs": len(jobs), "per_rule": dict(per_rule), "summary_rows": rows,
+        "wall_per_job_s": wall / max(len(jobs), 1), "rr_start_s": start,
+        "gpu_jobs": len(gpu_spans), "gpu_jobs_at_once": most_at_once(gpu_spans),
+        "records_per_gpu": {str(k): v for k, v in devices.items()}, "noop_s": noop,
+    }
+    print(f"sweep: {wall:.1f} s wall, {len(jobs)} jobs, {wall / max(len(jobs), 1):.2f} s per job at --cores {args.cores}")
+    print("jobs per rule: " + ", ".join(f"{r} {n}" for r, n in per_rule.most_common()))
+    print(f"rows in results/summary.parquet: {rows}; one `python3 -m rr` start-up: {start:.2f} s")
+    print(f"GPU jobs: {len(gpu_spans)}, at most {most_at_once(gpu_spans)} at once (1 s log resolution)")
+    for device, n in devices.most_common():
+        print(f"  records on GPU {device}: {n}")
+    print("no-op reruns: " + ", ".join(f"{t:.2f} s" for t in noop))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
