@@ -38,7 +38,8 @@ text = open(sys.argv[1]).read()
 before = vm("VmRSS:")
 t0 = time.perf_counter()
 module = parse(text, source=sys.argv[1])
-stmts = [s for f in module.functions if f.body is not None for s in linearise(f)]
+# has_body, not body: asking for `body` builds the syntax tree, which `rr linearise` never does
+stmts = [s for f in module.functions if f.has_body for s in linearise(f)]
 seconds = time.perf_counter() - t0
 print(json.dumps({"seconds": seconds, "statements": len(stmts), "peak_added": vm("VmHWM:") - before}))
 """
@@ -84,6 +85,15 @@ def time_ptxas(ptx: Path, runs: int) -> list[float]:
     return times
 
 
+def python_loop_s() -> float:
+    """Seconds for a bare 10^7-iteration Python loop: how fast this machine is right now (a shared
+    VM's speed varies between runs, and rr's figure is per-statement Python work)."""
+    t0 = time.perf_counter()
+    for _ in range(10**7):
+        pass
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--phases", type=int, default=80)
@@ -102,7 +112,8 @@ def main() -> None:
     median = statistics.median(r["seconds"] for r in rr_runs)
     peak = max(r["peak_added"] for r in rr_runs)
     ptxas_best = min(ptxas_runs)
-    print(f"machine      {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()})")
+    print(f"machine      {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()}); "
+          f"a 10^7-iteration Python loop takes {python_loop_s():.2f} s")
     print(f"file         {ptx}  {size / 1e6:.2f} MB, {n} statements")
     print(f"rr           parse + linearise: best {best:.3f} s, median {median:.3f} s over {a.runs} runs")
     print(f"             {n / best:,.0f} statements/s (best), {n / median:,.0f} (median)   goal >= 100,000")

@@ -214,3 +214,32 @@ def test_reqntid_tex_surf_declarations_and_sink_operands():
     setp = next(s for s in linearise(k) if s.opcode.startswith("setp"))
     assert setp.defs == ("%p1",) and setp.uses == ("%r1",)
     assert list(k.instructions())[1].operands[0] == Pair(Reg("%p1"), Sink())
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 2, 3, 6, 7, 8, 40])
+def test_a_body_with_many_line_initial_scope_braces_is_scanned_whole_and_stops_at_its_own_end(blocks):
+    """cuda_fp16's inline asm closes its scope blocks with a '}' at the start of a line, as the
+    function itself closes; the scan reads such lines in growing batches, and wherever the
+    function's '}' falls in a batch, the next function is left to the parser."""
+    from rr.ptx import linearise
+
+    def asm(i):  # a scope block as cuda_fp16 writes it: the closing brace starts its line
+        return ("\t// begin inline asm\n\t{\n\t.reg .b16 %lo, %hi;\n"
+                f"\tmov.b32 {{%lo, %hi}}, %r{i};\n\tmov.b32 %r{i + 1}, {{%hi, %lo}};\n}}\n\t// end inline asm\n")
+
+    # and one block whose inner block closes at the start of a line while the outer one is open
+    nested = "\t{\n\t{\n\tmov.u32 \t%r60, 1;\n}\n\tmov.u32 \t%r61, 2;\n}\n"
+    body = "".join(asm(i) for i in range(blocks)) + nested
+    first = (".visible .entry first(\n\t.param .u64 p\n)\n{\n\t.reg .b32 \t%r<64>;\n\n"
+             "\tmov.u32 \t%r0, 7;\n" + body + "\tret;\n\n}\n")
+    second = "\t// .globl\tsecond\n.visible .entry second()\n{\n\t.reg .b32 \t%r<4>;\n\n\tmov.u32 \t%r1, 2;\n\tret;\n\n}\n"
+    text = ".version 8.7\n.target sm_90\n.address_size 64\n\n" + first + second
+    module = parse(text)
+    f, g = module.function("first"), module.function("second")
+    assert f.scan is not None and g.scan is not None
+    assert emit(module) == text
+    rows = linearise(f)
+    assert len(rows) == 4 + 2 * blocks and rows[-1].opcode == "ret"
+    assert sum(r.scope > 0 for r in rows) == 2 + 2 * blocks
+    assert [r.opcode for r in linearise(g)] == ["mov.u32", "ret"]
+    assert _materialised_emit(text) == text

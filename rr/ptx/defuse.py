@@ -75,11 +75,6 @@ def split_registers(head: tuple, regs: list[str]) -> tuple[tuple, tuple]:
     return defs, tuple(u for u in uses if u not in _SPECIAL)
 
 
-def defs_uses_of(guard: str | None, opcode: str, dest: str | None, text: str) -> tuple[tuple, tuple]:
-    """(defs, uses) of a well-formed instruction (no comments in its text) split by the scan."""
-    return split_registers(head(guard, opcode, dest), _REGISTER.findall(text))
-
-
 def registers(text: str) -> list[str]:
     """Every virtual register in an instruction's text (no comments in it), in order."""
     return _REGISTER.findall(text)

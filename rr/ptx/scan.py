@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rr.ptx.defuse import defs_uses_of, defs_uses_text, head
+from rr.ptx.defuse import _REGISTER, defs_uses_text, head, split_registers
 from rr.ptx.model import Block, Directive, Instruction, Label
 from rr.ptx.operands import INSTRUCTION_PATTERN
 
@@ -56,21 +56,27 @@ class BodyScan:
 def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
     """Scan the body whose '{' is just before `start`. Returns (scan, position after its '}') or
     None when the fast path cannot vouch for the text (the caller then parses item by item)."""
-    # The body ends at a '}' that starts a line (NVVM's layout); scope blocks may close that way
-    # too, so the text is taken one such line at a time until the braces balance.
+    # The body ends at a '}' that starts a line (NVVM's layout). Scope blocks may close that way
+    # too — cuda_fp16's inline asm closes thousands of them — so the text is split up to the next
+    # such line, then up to twice as many, and so on, until the braces balance: a few `re.split`
+    # calls instead of one per scope block. What follows the closing '}' is not looked at.
     parts: list = [""]
     depth = 0
     chunk_start = start
+    lines_per_chunk = 1
     while True:
-        end = text.find("\n}", chunk_start)
-        if end < 0:
+        end = chunk_start
+        for _ in range(lines_per_chunk):
+            found = text.find("\n}", end)
+            if found < 0:
+                break
+            end = found + 2
+        if end == chunk_start:
             return None
-        end += 2
         more = _SPLIT.split(text[chunk_start:end])
-        if more[-1] or any(more[0:-1:_STRIDE]):
-            return None  # text between items, or after the last one
-        parts[-1:] = more
         for k in range(2, len(more), _STRIDE):
+            if more[k - 2]:
+                return None  # text between items
             item = more[k]
             c = item[0]
             if c == "{":
@@ -78,12 +84,20 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
             elif c == "}":
                 depth -= 1
                 if depth < 0:
-                    if k != len(more) - _STRIDE + 1:  # not the last item
-                        return None  # the function closed before the end of this line
-                    return BodyScan(parts, line, text[start:end - 1]), end
+                    close = chunk_start + sum(map(len, more[0:k + 1:_STRIDE])) + \
+                        sum(map(len, more[1:k + 1:_STRIDE])) + sum(map(len, more[2:k + 1:_STRIDE]))
+                    if text[close - 2] != "\n":
+                        return None  # the function does not close at the start of a line
+                    parts[-1:] = more[:k + 6]
+                    parts.append("")
+                    return BodyScan(parts, line, text[start:close - 1]), close
             elif more[k + 1] is None and ("//" in item or "/*" in item):
                 return None  # a comment inside an instruction or directive may hide a ';'
+        if more[-1]:
+            return None  # text after the last item
+        parts[-1:] = more
         chunk_start = end
+        lines_per_chunk *= 2
 
 
 def materialise(scan: BodyScan) -> tuple[list, str]:
@@ -137,6 +151,7 @@ def statement_rows(scan: BodyScan, record) -> list:
     parts = scan.parts
     out: list = []
     append = out.append
+    split, findall, new = split_registers, _REGISTER.findall, tuple.__new__  # the hot loop's callees
     scopes = [0]
     blocks = 0
     line = scan.line
@@ -148,8 +163,8 @@ def statement_rows(scan: BodyScan, record) -> list:
         lines = item.count("\n")
         if ins is not None:
             n += 1
-            defs, uses = defs_uses_of(guard, opcode, dest, item)
-            append(record(n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1]))
+            defs, uses = split(head(guard, opcode, dest), findall(item))
+            append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1])))
         else:
             c = item[0]
             if c == "{":
@@ -162,6 +177,6 @@ def statement_rows(scan: BodyScan, record) -> list:
             elif c != "." and item[-1] != ":":
                 n += 1
                 guard, opcode, defs, uses = defs_uses_text(item)
-                append(record(n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1]))
+                append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1])))
         line += lines
     return out
