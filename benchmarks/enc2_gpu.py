@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import rr
+from common import rr, work_dir
 
 from rr.run.compare import as_numbers, compare_buffer
 from rr.run.launch import load_buffers, read_launch
@@ -57,8 +56,7 @@ def main() -> None:
     ap.add_argument("--extents", nargs="+", default=["16x16", "240x135"])
     ap.add_argument("--out", help="directory to keep the runs and a results.json in")
     args = ap.parse_args()
-    work = Path(args.out) if args.out else Path(tempfile.mkdtemp())
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(args.out)
     everything = []
     for ext in args.extents:
         rows, report, timing, model_s = check(ext, work)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import rr
+from common import rr, work_dir
 
 from rr.run.probe import replay
 
@@ -28,8 +27,7 @@ def main() -> None:
     ap.add_argument("--phase", type=int, default=8)
     ap.add_argument("--out")
     args = ap.parse_args()
-    w = Path(args.out) if args.out else Path(tempfile.mkdtemp())
-    w.mkdir(parents=True, exist_ok=True)
+    w = work_dir(args.out)
     rr("synth", "enc2", "--extents", args.extents, "-o", w / "enc2")
     rr("run", w / "enc2" / "launch", "--backend", "cuda", "-o", w / "ref.out")
     rr("splice", w / "enc2" / "enc2.ptx", "--entry", ENTRY, "--recipe", RECIPE, "--phase", args.phase,

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import rr
+from common import rr, work_dir
 
 ENTRY = "cuda_dldn_engine_swin_enc2_kernel"
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
@@ -81,8 +80,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=3.0)
     ap.add_argument("--out")
     args = ap.parse_args()
-    work = Path(args.out) if args.out else Path(tempfile.mkdtemp())
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(args.out)
     rr("synth", "enc2", "--extents", args.extents, "-o", work / "enc2")
     rr("compile", work / "enc2" / "enc2.ptx", "-o", work / "ref.cubin")
     rr("relaunch", work / "enc2" / "launch", "--module", work / "ref.cubin", "-o", work / "ref.launch")

@@ -18,7 +18,6 @@ import time
 from dataclasses import asdict, dataclass
 
 from rr.run.cuda import PreparedLaunch, device_info
-from rr.run.gpus import visible_gpus
 
 
 class _Nvml:
@@ -80,7 +79,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     launches = [PreparedLaunch(dir_a), PreparedLaunch(dir_b)]
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
-    nvml = _Nvml(next(iter(visible_gpus()), None))
+    nvml = _Nvml(info["uuid"])
     for _ in range(warmup):
         for p in launches:
             p.launch_async(stream.ptr)
