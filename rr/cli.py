@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rr import __version__
+from rr.validation import cut
 
 
 class UserError(Exception):
@@ -18,6 +19,24 @@ class UserError(Exception):
 
 class NoPhases(UserError):
     """An entry without mma statements: reported with exit status 1."""
+
+
+def _bounded(parse, ok, what: str):
+    """An argparse type: `parse` of the text, refused as "TEXT is not WHAT" unless `ok` of it."""
+    def check(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text} is not {what}")
+        return value
+    return check
+
+
+_phase_number = _bounded(int, lambda v: v >= 1, "a phase number (1, 2, …)")  # 0 is not "not given"
+_seconds = _bounded(float, lambda v: 0 < v < float("inf"), "a positive number of seconds")
+_noise = _bounded(float, lambda v: 0 < v < 1, "a relative noise between 0 and 1 (0.005 is 0.5 %)")
 
 
 def _resolve(path: str, entry: str | None = None) -> Path:
@@ -185,11 +204,12 @@ def cmd_splice(args) -> int:
         if not args.record:
             raise UserError(str(e)) from None
         # for pipelines: the refusal is the record, the module an empty file the later stages fail on
-        from rr.io import write_json, write_text
+        from rr.io import atomic_paths, json_text
 
-        write_json(str(args.output) + ".splice.json", {"status": "error", "message": str(e), "entry": args.entry,
-                                                       "phase": args.phase, "recipe": str(recipe)})
-        write_text(args.output, "")
+        with atomic_paths(args.output, str(args.output) + ".splice.json") as (module, record):
+            module.write_text("")
+            record.write_text(json_text({"status": "error", "message": str(e), "entry": args.entry,
+                                         "phase": args.phase, "recipe": str(recipe)}))
         print(f"rr: splice refused: {e}", file=sys.stderr)
         return 0
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
@@ -199,18 +219,13 @@ def cmd_splice(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    import json
-
     from rr.corpus.fnv import fnv1a64_hex
     from rr.io import write_parquet
-    from rr.results.collect import collect_cell
+    from rr.results.collect import collect_cell, launch_frame, read_descriptor
 
-    descriptor = json.loads(Path(args.descriptor).read_text())
+    descriptor = read_descriptor(args.descriptor)
     module = _resolve(args.module, descriptor["entry"])
-    frame = None
-    if args.launch and (Path(args.launch) / "frame.json").is_file():
-        size = json.loads((Path(args.launch) / "frame.json").read_text())["frame"]
-        frame = f"{size[0]}x{size[1]}"
+    frame = launch_frame(args.launch) if args.launch else None
     table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
                          fnv1a64_hex(module.read_bytes()), frame)
     write_parquet(args.output, table)
@@ -280,10 +295,8 @@ def cmd_relaunch(args) -> int:
 def cmd_compare(args) -> int:
     import json
 
-    import numpy as np
-
     from rr.run.compare import compare_buffer
-    from rr.run.launch import LaunchError, read_launch
+    from rr.run.launch import LaunchError, load_buffers, read_launch
 
     try:
         la, lb = read_launch(args.a), read_launch(args.b)
@@ -303,12 +316,10 @@ def cmd_compare(args) -> int:
         print(f"rr: compared the {len(common)} buffers both runs have; not compared: {', '.join(only)}",
               file=sys.stderr)
     rows = []
+    arrays_a, arrays_b = load_buffers(args.a, la, common), load_buffers(args.b, lb, common)
     for name in common:
-        buf = la.buffers[name]
-        a = np.load(Path(args.a) / buf.file)
-        b = np.load(Path(args.b) / lb.buffers[name].file)
         try:
-            rows.append(compare_buffer(name, a, b, buf.dtype))
+            rows.append(compare_buffer(name, arrays_a[name], arrays_b[name], la.buffers[name].dtype))
         except ValueError as e:
             raise UserError(str(e)) from None
     if args.output:
@@ -380,10 +391,9 @@ def cmd_summary(args) -> int:
 
 
 def cmd_report(args) -> int:
-    import json
-
     import pyarrow.parquet as pq
 
+    from rr.results.collect import read_descriptor
     from rr.results.report import write_report
 
     descriptors = {}
@@ -391,7 +401,7 @@ def cmd_report(args) -> int:
         layer, _, path = item.partition("=")
         if not path:
             raise UserError(f"--descriptor {item!r}: expected LAYER=PATH")
-        descriptors[layer] = json.loads(Path(path).read_text())
+        descriptors[layer] = read_descriptor(path)
     written = write_report(pq.read_table(args.summary), descriptors, args.output)
     print(f"{args.output}: {', '.join(p.name for p in written)}")
     return 0
@@ -400,10 +410,13 @@ def cmd_report(args) -> int:
 def cmd_launch(args) -> int:
     from rr.synth.inputs import layer_launch, parse_extents
 
-    entry = args.entry_pattern.format(layer=args.layer)
+    try:
+        entry = args.entry_pattern.format(layer=args.layer)
+    except (KeyError, IndexError, ValueError):
+        raise UserError(f"--entry-pattern {cut(args.entry_pattern)!r}: expected a name with {{layer}} in it") from None
     module = _resolve(args.corpus, entry)
     try:
-        frame = parse_extents(args.frame)
+        frame = parse_extents(args.frame, pixels=True)
         layer_launch(args.layer, module, frame, args.output, args.seed)
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -450,13 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("-o", "--output", required=True, help="OUT.parquet")
-    s.set_defaults(func=cmd_linearise)
+    s.set_defaults(func=cmd_linearise, reads=("file",))
 
     s = sub.add_parser("extract", help="extract PTX modules from an engine binary or .ptx files")
     s.add_argument("source", help="a binary, a .ptx file or a directory of them")
     s.add_argument("-o", "--output", required=True, help="corpus directory")
     s.add_argument("--find", metavar="PATTERN", help="print the module defining a matching entry")
-    s.set_defaults(func=cmd_extract)
+    s.set_defaults(func=cmd_extract, reads=("source",), writes="dir")
 
     s = sub.add_parser("spec", help="the phase table of an entry (geometry from the mma chains)")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
@@ -468,28 +481,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("-o", "--output", required=True, help="output directory")
-    s.set_defaults(func=cmd_describe)
+    s.set_defaults(func=cmd_describe, reads=("file",), writes="into")
 
     s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
-    s.add_argument("--phase", type=int, help="the phase to cut (default: the recipe's)")
+    s.add_argument("--phase", type=_phase_number, help="the phase to cut (default: the recipe's)")
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
     s.add_argument("--record", action="store_true",
                    help="on refusal write the reason as OUT.ptx.splice.json (and an empty OUT.ptx) and exit 0")
-    s.set_defaults(func=cmd_splice)
+    s.set_defaults(func=cmd_splice, reads=("file", "recipe"))
 
     s = sub.add_parser("collect", help="one Parquet row per recipe of a layer × phase cell")
     s.add_argument("cell", help="the cell directory holding the recipes' stage records")
     s.add_argument("--layer", required=True)
-    s.add_argument("--phase", type=int, required=True)
+    s.add_argument("--phase", type=_phase_number, required=True)
     s.add_argument("--recipes", required=True, help="comma-separated recipe names")
     s.add_argument("--descriptor", required=True, help="the layer's descriptor.json")
     s.add_argument("--module", required=True, help="the layer's PTX file or corpus directory")
     s.add_argument("--launch", help="the layer's launch directory (for the frame size)")
     s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_collect)
+    s.set_defaults(func=cmd_collect, reads=("cell", "descriptor", "module", "launch"))
 
     s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
     s.add_argument("ptx")
@@ -498,22 +511,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says, leaving an empty X.cubin "
                         "when ptxas fails (for pipelines)")
-    s.set_defaults(func=cmd_compile)
+    s.set_defaults(func=cmd_compile, reads=("ptx",))
 
     s = sub.add_parser("run", help="run a launch description (in a child process) and capture its buffers")
     s.add_argument("launch", help="launch directory (launch.json and .npy buffers)")
     s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
     s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
-    s.add_argument("--timeout", type=float, default=120, help="seconds before the run is killed")
+    s.add_argument("--timeout", type=_seconds, default=120, help="seconds before the run is killed")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
-    s.set_defaults(func=cmd_run)
+    s.set_defaults(func=cmd_run, reads=("launch",), writes="dir")
 
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")
     s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
-    s.set_defaults(func=cmd_relaunch)
+    s.set_defaults(func=cmd_relaunch, reads=("launch", "module"), writes="dir")
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
     s.add_argument("a")
@@ -522,25 +535,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", help="write the comparison (a JSON list) to this file")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
-    s.set_defaults(func=cmd_compare)
+    s.set_defaults(func=cmd_compare, reads=("a", "b"))
 
     s = sub.add_parser("time", help="time a launch against another, interleaved, with L2 flushes")
     s.add_argument("launch")
     s.add_argument("--vs", required=True, help="the other launch directory")
-    s.add_argument("--noise", type=float, default=0.005, help="relative noise target of each median")
-    s.add_argument("--time-limit", type=float, default=30.0, help="seconds of sampling at most")
+    s.add_argument("--noise", type=_noise, default=0.005, help="relative noise target of each median")
+    s.add_argument("--time-limit", type=_seconds, default=30.0, help="seconds of sampling at most")
     s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
     s.add_argument("-o", "--output", help="timing.json to write")
     s.add_argument("--json", action="store_true")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
-    s.set_defaults(func=cmd_time)
+    s.set_defaults(func=cmd_time, reads=("launch", "vs"))
 
     s = sub.add_parser("sample-launch", help="a launch directory for the sample kernel (random inputs)")
     s.add_argument("module", help="the sample kernel's PTX, or a corpus directory")
     s.add_argument("--seed", type=int, default=3)
     s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_sample_launch)
+    s.set_defaults(func=cmd_sample_launch, reads=("module",), writes="dir")
 
     s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch), "
                        "or the engine binary")
@@ -551,18 +564,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", default="sm_90", help="the module's .target")
     s.add_argument("--weight-seed", type=int, default=2)
     s.add_argument("--input-seed", type=int, default=7)
-    s.set_defaults(func=cmd_synth)
+    s.set_defaults(func=cmd_synth, writes=lambda a: "file" if a.layer == "engine" else "dir")
 
     s = sub.add_parser("summary", help="concatenate cells' results into one table")
     s.add_argument("cells", nargs="*", help="results/<layer>_phase<P>.parquet files")
     s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_summary)
+    s.set_defaults(func=cmd_summary, reads=("cells",))
 
     s = sub.add_parser("report", help="the report's figures and tables from a summary")
     s.add_argument("summary", help="results/summary.parquet")
     s.add_argument("--descriptor", action="append", default=[], help="LAYER=descriptor.json (repeatable)")
     s.add_argument("-o", "--output", required=True, help="directory for the PNGs and CSVs")
-    s.set_defaults(func=cmd_report)
+    s.set_defaults(func=cmd_report, reads=("summary",), writes="dir")
 
     s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
     s.add_argument("layer")
@@ -571,7 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=7, help="input seed")
     s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
     s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_launch)
+    s.set_defaults(func=cmd_launch, reads=("corpus",), writes="dir")
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")
@@ -579,17 +592,60 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_output(args) -> None:
+    """Refuse, before any work, an output that would destroy data (rr.io.check_output): what a
+    command reads (its `reads` arguments) and how it writes `-o` (`writes`: a file, a directory it
+    writes whole, or a directory it writes named files into) are declared with its parser."""
+    from rr.io import check_output
+
+    if getattr(args, "output", None) is None:
+        return
+    writes = getattr(args, "writes", "file")
+    kind = writes(args) if callable(writes) else writes
+    inputs = []
+    for name in getattr(args, "reads", ()):
+        value = getattr(args, name, None)
+        inputs += value if isinstance(value, list) else [value]
+    check_output(args.output, inputs, kind)
+
+
+def _message(e: BaseException) -> str:
+    """The error's text, each line cut (a 200 MB bad line is not echoed whole)."""
+    lines = str(e).splitlines() or [""]
+    return "\n".join(cut(line, 800) for line in lines[:50])
+
+
+def _os_error(e: OSError) -> str:
+    """`PATH: reason` of an operating-system error."""
+    reason = e.strerror or str(e)
+    return f"{e.filename}: {reason}" if e.filename is not None else reason
+
+
 def main(argv: list[str] | None = None) -> int:
+    from rr.io import OutputRefused
     from rr.ptx.errors import ParseError
+    from rr.validation import InvalidInput
 
     args = build_parser().parse_args(argv)
     try:
+        _check_output(args)
         return args.func(args)
     except NoPhases as e:
-        print(f"rr: {e}", file=sys.stderr)
+        print(f"rr: {_message(e)}", file=sys.stderr)
         return 1
-    except (UserError, ParseError) as e:
-        print(f"rr: error: {e}", file=sys.stderr)
+    except (UserError, ParseError, InvalidInput, OutputRefused) as e:
+        print(f"rr: error: {_message(e)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader went away (`rr spec --json | head`): end quietly, as a unix tool killed by
+        # SIGPIPE does, and keep the interpreter's last flush of stdout from failing again
+        import os
+        import signal
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except OSError as e:  # ENOSPC, EROFS, EACCES, ENOTDIR, EISDIR, …
+        print(f"rr: error: {_message(_os_error(e))}", file=sys.stderr)
         return 2
 
 

@@ -47,11 +47,11 @@ def test_list_layout_gives_one_image_per_parameter(tmp_path):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda j: j["fields"][0].update(buffer="nope"), "fields[0].buffer 'nope' is not in buffers"),
+    (lambda j: j["fields"][0].update(buffer="nope"), "fields[0].buffer: 'nope' is not in buffers"),
     (lambda j: j["fields"][5].update(offset=46), "fields[5] (4 bytes at offset 46) is misaligned or outside"),
-    (lambda j: j.update(grid=[0, 1, 1]), "grid must be three positive integers"),
-    (lambda j: j["buffers"]["d"].update(role="write"), "buffers.d.role is 'write'"),
-    (lambda j: j.pop("entry"), "missing key 'entry'"),
+    (lambda j: j.update(grid=[0, 1, 1]), "grid[0]: 0 is less than the minimum of 1"),
+    (lambda j: j["buffers"]["d"].update(role="write"), "buffers.d.role: 'write' is not one of ['in', 'out', 'inout']"),
+    (lambda j: j.pop("entry"), "(top level): 'entry' is a required property"),
 ])
 def test_bad_launch_descriptions_name_the_key(tmp_path, edit, message):
     struct_launch(tmp_path / "l")
@@ -143,7 +143,7 @@ def test_run_without_a_gpu_says_no_cuda_device(tmp_path):
     assert "no CUDA device" in r.stderr
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["status"] == "no_device"
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".rr", "run.json"]  # the record and rr's marker
     r = _rr("run", str(tmp_path / "l"), "--backend", "auto", "-o", str(tmp_path / "out2"))
     assert r.returncode == 0 and json.loads((tmp_path / "out2" / "run.json").read_text())["backend"] == "cpu"
     r = _rr("time", str(tmp_path / "l"), "--vs", str(tmp_path / "l"), "--backend", "cpu")

@@ -93,16 +93,17 @@ def spec_table(spec: dict) -> str:
 
 
 def write_description(spec: dict, out_dir) -> None:
-    """`phases.parquet`, `epilogues.parquet` and `descriptor.json` (the spec) in out_dir."""
+    """`phases.parquet`, `epilogues.parquet` and `descriptor.json` (the spec) in out_dir, all three
+    or none (rr.io.atomic_paths: written beside, then renamed, the descriptor last)."""
     import json
     from pathlib import Path
 
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from rr.io import write_json, write_parquet
+    from rr.io import atomic_paths, json_text
 
     out_dir = Path(out_dir)
-    write_parquet(out_dir / "phases.parquet", pa.Table.from_pylist(spec["phases"]))
     counts = pa.map_(pa.string(), pa.int64())
     rows = [{**e, "ops": list(e["ops"].items()), "traffic": list(e["traffic"].items()),
              "reductions": json.dumps(e["reductions"]), "constants": json.dumps(e["constants"])}
@@ -110,5 +111,7 @@ def write_description(spec: dict, out_dir) -> None:
     schema = pa.schema([("epilogue", pa.int32()), ("first_stmt", pa.int32()), ("last_stmt", pa.int32()),
                         ("stmts", pa.int32()), ("name", pa.string()), ("ops", counts), ("traffic", counts),
                         ("reductions", pa.string()), ("constants", pa.string())])
-    write_parquet(out_dir / "epilogues.parquet", pa.Table.from_pylist(rows, schema=schema))
-    write_json(out_dir / "descriptor.json", spec)
+    with atomic_paths(*(out_dir / n for n in ("phases.parquet", "epilogues.parquet", "descriptor.json"))) as tmps:
+        pq.write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
+        tmps[2].write_text(json_text(spec))

@@ -9,7 +9,6 @@ stage failed or did not run, or the stage has not run for this cell.
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,10 +16,38 @@ import pyarrow as pa
 from rr import __version__
 from rr.fingerprint import fingerprint as code_fingerprint
 from rr.results.schema import RESULTS_SCHEMA
+from rr.validation import read_json, validate
+
+
+DESCRIPTOR_SCHEMA = {  # what collect and the report read of a descriptor.json (rr describe writes it all)
+    "type": "object",
+    "required": ["entry", "phases"],
+    "properties": {"entry": {"type": "string"},
+                   "phases": {"type": "array", "items": {"type": "object", "required": ["phase"],
+                                                         "properties": {"phase": {"type": "integer"}}}}},
+}
+
+
+def read_descriptor(path: str | Path) -> dict:
+    """A layer's descriptor.json, checked for what the rows are made of."""
+    descriptor = read_json(path)
+    validate(descriptor, DESCRIPTOR_SCHEMA, str(path))
+    return descriptor
+
+
+def launch_frame(launch: str | Path) -> str | None:
+    """"WIDTHxHEIGHT" of the frame a launch directory covers (its frame.json), if it says."""
+    path = Path(launch) / "frame.json"
+    if not path.is_file():
+        return None
+    record = read_json(path)
+    validate(record, {"type": "object", "required": ["frame"], "properties": {"frame": {
+        "type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "integer"}}}}, str(path))
+    return f"{record['frame'][0]}x{record['frame'][1]}"
 
 
 def _read(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def _not_run(row: dict, stage: str, why: str) -> None:

@@ -19,11 +19,37 @@ import tempfile
 import time
 from pathlib import Path
 
-from rr.io import atomic_dir
+from rr.io import atomic_dir, json_text
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
 from rr.run.launch import LaunchError, read_launch, write_launch
 
-STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch")
+STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error")
+IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
+
+
+def _died(child: subprocess.CompletedProcess, backend: str, what: str) -> dict:
+    """The record of a child that left none: an io_error if it said so, else a fault."""
+    tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
+    if child.returncode == IO_ERROR_EXIT and tail:
+        return {"status": "io_error", "backend": backend, "message": tail[-1]}
+    return {"status": "fault", "backend": backend,
+            "message": f"the {what} process died (exit {child.returncode}): " + " | ".join(tail)}
+
+
+def _bad_launches(backend: str, *directories) -> dict | None:
+    """The bad_launch (or io_error) record of the first launch directory that does not read."""
+    for d in directories:
+        try:
+            read_launch(d)
+        except LaunchError as e:
+            return {"status": "bad_launch", "backend": backend, "message": str(e)}
+        except OSError as e:
+            return {"status": "io_error", "backend": backend, "message": _os_message(e)}
+    return None
+
+
+def _os_message(e: OSError) -> str:
+    return f"{e.filename}: {e.strerror or e}" if e.filename is not None else str(e.strerror or e)
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
@@ -32,28 +58,30 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
     backend = resolve_backend(backend)
     t0 = time.perf_counter()
-    with atomic_dir(out_dir) as tmp, _device_for(backend) as gpu:
+    with atomic_dir(out_dir, inputs=(launch_dir,)) as tmp, _device_for(backend) as gpu:
+        record = _bad_launches(backend, launch_dir)
         try:
-            child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
-                                   capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
-            record_path = tmp / "run.json"
-            if record_path.is_file():
-                record = json.loads(record_path.read_text())
-            else:
-                tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
-                record = {"status": "fault", "backend": backend,
-                          "message": f"the run's process died (exit {child.returncode}): " + " | ".join(tail)}
+            if record is None:
+                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
+                                       capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
+                record_path = tmp / "run.json"
+                record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
+                record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
         except subprocess.TimeoutExpired:
             record = {"status": "timeout", "backend": backend,
                       "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
         record["gpu"] = gpu
         record["wall_ms"] = (time.perf_counter() - t0) * 1e3
         if record["status"] != "ok":
-            for p in tmp.iterdir():  # a failed run leaves no partial buffers
-                if p.is_file():
-                    p.unlink()
-        (tmp / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+            _remove_files(tmp)  # a failed run leaves no partial buffers
+        (tmp / "run.json").write_text(json_text(record))
     return record
+
+
+def _remove_files(directory: Path) -> None:
+    for p in directory.iterdir():
+        if p.is_file():
+            p.unlink()
 
 
 def _device_for(backend: str):
@@ -62,15 +90,24 @@ def _device_for(backend: str):
 
 
 def _write_record(path: Path, record: dict, code: int) -> int:
-    Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    """The child's record; if even that cannot be written (a full disk), its reason on stderr and
+    IO_ERROR_EXIT, which the parent turns into the io_error record."""
+    try:
+        Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    except OSError as e:
+        print(record.get("message") if record["status"] == "io_error" else _os_message(e), file=sys.stderr)
+        return IO_ERROR_EXIT
     return code
 
 
 def time_isolated(reference: str | Path, other: str | Path, noise_target: float = 0.005,
                   time_limit_s: float = 30.0, backend: str = "auto") -> dict:
     """`rr.run.timing.time_pair` in a child process; a fault or hang becomes the record's status."""
-    out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
     backend = resolve_backend(backend)
+    bad = _bad_launches(backend, reference, other)
+    if bad is not None:
+        return bad
+    out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
     try:
         with _device_for(backend) as gpu:
             child = subprocess.run(
@@ -79,9 +116,7 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
                 capture_output=True, text=True, timeout=time_limit_s * 2 + 120, env=gpu_env(gpu))
         if out.is_file():
             return {**json.loads(out.read_text()), "gpu": gpu}
-        tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
-        return {"status": "fault", "gpu": gpu, "message": f"the timing process died (exit {child.returncode}): "
-                + " | ".join(tail)}
+        return {**_died(child, backend, "timing"), "gpu": gpu}
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "message": "timing did not finish; its process was killed"}
     finally:
@@ -110,6 +145,10 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
 
     try:
         record = time_pair(reference, other, float(noise_target), float(time_limit_s))
+    except LaunchError as e:  # a buffer file that does not load
+        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
+    except OSError as e:
+        return finish({"status": "io_error", "backend": "cuda", "message": _os_message(e)}, IO_ERROR_EXIT)
     except Exception as e:  # a faulting kernel
         return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
     return finish(record, 0)
@@ -117,18 +156,25 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
 
 def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
-    from rr.run.cuda import NoDevice
-
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
         return _write_record(out / "run.json", record, code)
 
     try:
-        launch = read_launch(launch_dir)
-    except LaunchError as e:
+        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish)
+    except LaunchError as e:  # a launch or buffer file that does not read
         return finish({"status": "bad_launch", "backend": backend, "message": str(e)}, 2)
-    backend = resolve_backend(backend)
+    except OSError as e:  # a full disk, a file it may not read
+        _remove_files(out)  # what was written of the outputs, so that the record still fits
+        return finish({"status": "io_error", "backend": backend,
+                       "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
+
+
+def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
+    from rr.run.cuda import NoDevice
+
+    launch = read_launch(launch_dir)
     if backend == "cpu":
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
 
@@ -138,22 +184,21 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
             return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
             return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
-        except LaunchError as e:
-            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
-        write_launch(out, launch, outputs, Path(launch_dir) / launch.module)
-        return finish(record, 0)
-    if backend != "cuda":
+    elif backend == "cuda":
+        try:
+            from rr.run.cuda import run_cuda
+
+            record, outputs = run_cuda(launch_dir)
+        except NoDevice as e:
+            return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+        except (LaunchError, OSError):
+            raise
+        except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
+            return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+    else:
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
-    try:
-        from rr.run.cuda import run_cuda
-
-        record, outputs = run_cuda(launch_dir)
-    except NoDevice as e:
-        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
-    except LaunchError as e:
-        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
-    except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
-        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
-    write_launch(out, launch, outputs, Path(launch_dir) / launch.module)
+    write_launch(out, launch, outputs, launch_dir / launch.module)
     return finish(record, 0)
+
+

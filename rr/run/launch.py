@@ -39,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-FIELD_KINDS = ("scalar", "buffer", "texture", "surface")
-ROLES = ("in", "out", "inout")
+from rr.validation import InvalidInput
+
 HANDLE_BYTES = 8  # device pointers, texture and surface objects are 64-bit
 
 
-class LaunchError(ValueError):
+class LaunchError(InvalidInput):
     """A launch description that cannot be used; names the file and the key at fault."""
 
 
@@ -108,84 +108,134 @@ def _field_json(f: Field) -> dict:
     return out
 
 
-def _need(obj: dict, key: str, where: str):
-    if key not in obj:
-        raise LaunchError(f"{where}: missing key {key!r}")
-    return obj[key]
+MAX_THREADS_PER_BLOCK = 1024
 
 
 def read_launch(directory: str | Path) -> Launch:
-    """Read and check `directory/launch.json`."""
-    path = Path(directory) / "launch.json"
+    """Read and check `directory/launch.json`: its JSON schema (rr/data/launch.schema.json: types
+    and CUDA's bounds), then what a schema cannot say — threads per block, fields that overlap or
+    leave the parameter block, scalar values that do not fit their dtype, buffers that are named
+    but not described, files that are not there. Every failure is a LaunchError naming the file,
+    the key and the value."""
+    from rr.validation import cut, read_json, schema, validate
+
+    directory = Path(directory)
+    path = directory / "launch.json"
     if not path.is_file():
         raise LaunchError(f"{path}: no launch.json in {directory}")
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise LaunchError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+        raw = read_json(path)
+    except InvalidInput as e:
+        raise LaunchError(str(e)) from None
     where = str(path)
-    buffers = {}
-    for name, b in _need(raw, "buffers", where).items():
-        role = b.get("role", "in")
-        if role not in ROLES:
-            raise LaunchError(f"{where}: buffers.{name}.role is {role!r}, expected one of {ROLES}")
-        buffers[name] = Buffer(name, _need(b, "file", f"{where}: buffers.{name}"), role,
-                               b.get("format"), b.get("dtype"))
+    validate(raw, schema("launch.schema.json"), where, LaunchError)
+
+    def refuse(message: str):
+        raise LaunchError(f"{where}: {message}")
+
+    buffers = {name: Buffer(name, b["file"], b.get("role", "in"), b.get("format"), b.get("dtype"))
+               for name, b in raw["buffers"].items()}
+    files = {}
+    for name, b in buffers.items():
+        if b.file in files:
+            refuse(f"buffers.{name}.file: {b.file!r} is also the file of buffers.{files[b.file]}")
+        files[b.file] = name
+    if raw["module"] in files:
+        refuse(f"module: {raw['module']!r} is also the file of buffers.{files[raw['module']]}")
+
+    def handle(f: dict, key: str) -> Field:
+        if f["buffer"] not in buffers:
+            refuse(f"{key}.buffer: {cut(repr(f['buffer']))} is not in buffers ({cut(', '.join(buffers)) or 'none'})")
+        return Field(f["kind"], f.get("offset", 0), buffer=f["buffer"])
+
     fields = []
-    for i, f in enumerate(_need(raw, "fields", where)):
-        kind = _need(f, "kind", f"{where}: fields[{i}]")
-        if kind not in FIELD_KINDS:
-            raise LaunchError(f"{where}: fields[{i}].kind is {kind!r}, expected one of {FIELD_KINDS}")
-        if kind == "scalar":
-            value = f.get("value")
-            value = tuple(value) if isinstance(value, list) else (value,)
-            try:
-                np.dtype(_need(f, "dtype", f"{where}: fields[{i}]"))
-            except TypeError:
-                raise LaunchError(f"{where}: fields[{i}].dtype {f['dtype']!r} is not a numpy dtype") from None
-            fields.append(Field(kind, int(f.get("offset", 0)), f["dtype"], value))
-        else:
-            name = _need(f, "buffer", f"{where}: fields[{i}]")
-            if name not in buffers:
-                raise LaunchError(f"{where}: fields[{i}].buffer {name!r} is not in buffers "
-                                  f"({', '.join(buffers) or 'none'})")
-            fields.append(Field(kind, int(f.get("offset", 0)), buffer=name))
+    for i, f in enumerate(raw["fields"]):
+        if f["kind"] != "scalar":
+            fields.append(handle(f, f"fields[{i}]"))
+            continue
+        value = tuple(f["value"]) if isinstance(f["value"], list) else (f["value"],)
+        bad = _unrepresentable(value, f["dtype"])
+        if bad is not None:
+            refuse(f"fields[{i}].value: {cut(repr(bad))} does not fit {f['dtype']}")
+        fields.append(Field("scalar", f.get("offset", 0), f["dtype"], value))
     params = raw.get("params", {"layout": "list"})
-    extra = []
-    for i, f in enumerate(params.get("extra", [])):
-        name = _need(f, "buffer", f"{where}: params.extra[{i}]")
-        if name not in buffers:
-            raise LaunchError(f"{where}: params.extra[{i}].buffer {name!r} is not in buffers")
-        extra.append(Field(_need(f, "kind", f"{where}: params.extra[{i}]"), 0, buffer=name))
     layout = params.get("layout", "block")
-    if layout not in ("block", "list"):
-        raise LaunchError(f"{where}: params.layout is {layout!r}, expected 'block' or 'list'")
     launch = Launch(
-        entry=_need(raw, "entry", where), module=_need(raw, "module", where),
-        grid=tuple(_need(raw, "grid", where)), block=tuple(_need(raw, "block", where)),
-        fields=tuple(fields), buffers=buffers, shared_bytes=int(raw.get("shared_bytes", 0)),
-        layout=layout, params_size=int(params.get("size", 0)), extra=tuple(extra),
+        entry=raw["entry"], module=raw["module"], grid=tuple(raw["grid"]), block=tuple(raw["block"]),
+        fields=tuple(fields), buffers=buffers, shared_bytes=raw.get("shared_bytes", 0), layout=layout,
+        params_size=params.get("size", 0),
+        extra=tuple(handle(f, f"params.extra[{i}]") for i, f in enumerate(params.get("extra", []))),
     )
-    for axis in ("grid", "block"):
-        dims = getattr(launch, axis)
-        if len(dims) != 3 or not all(isinstance(d, int) and d > 0 for d in dims):
-            raise LaunchError(f"{where}: {axis} must be three positive integers, got {list(dims)}")
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        refuse(f"block: {list(launch.block)} is {threads} threads, more than CUDA's {MAX_THREADS_PER_BLOCK} per block")
     if layout == "block":
+        placed = []
         for i, f in enumerate(launch.fields):
+            what = f"fields[{i}] ({f.size} bytes at offset {f.offset})"
             if f.offset % min(f.size, 8) or f.offset + f.size > launch.params_size:
-                raise LaunchError(f"{where}: fields[{i}] ({f.size} bytes at offset {f.offset}) is "
-                                  f"misaligned or outside the {launch.params_size}-byte block")
+                refuse(f"{what} is misaligned or outside the {launch.params_size}-byte block")
+            for j, g in placed:
+                if f.offset < g.offset + g.size and g.offset < f.offset + f.size:
+                    refuse(f"{what} overlaps fields[{j}] ({g.size} bytes at offset {g.offset})")
+            placed.append((i, f))
+    if not (directory / launch.module).is_file():
+        refuse(f"module: {launch.module!r}: no such file in {directory}")
     return launch
 
 
-def load_buffers(directory: str | Path, launch: Launch) -> dict[str, np.ndarray]:
-    """Every buffer's contents as numpy arrays, checked against its format."""
+def _unrepresentable(values: tuple, dtype: str):
+    """The first of `values` a `dtype` scalar cannot hold exactly in range, or None."""
+    t = np.dtype(dtype)
+    for v in values:
+        if t.kind in "iu":
+            info = np.iinfo(t)
+            if not isinstance(v, int) or isinstance(v, bool) or not info.min <= v <= info.max:
+                return v
+        elif abs(v) > float(np.finfo(t).max) and abs(v) != float("inf"):  # inf is a value, 1e300 no f32
+            return v
+    return None
+
+
+def load_buffer(path: Path) -> np.ndarray:
+    """One `.npy` buffer, refused naming the file when it is not a whole .npy array of plain
+    numbers: a header that cannot be read, a size its header does not account for, object arrays
+    (never unpickled)."""
+    from rr.validation import cut
+
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version not in readers:
+                raise ValueError(f".npy format version {version[0]}.{version[1]}")
+            shape, _, dtype = readers[version](f, max_header_size=10000)
+            header = f.tell()
+    except (ValueError, EOFError, SyntaxError) as e:
+        raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
+    if dtype.hasobject:
+        raise LaunchError(f"{path}: an array of Python objects ({dtype}); buffers hold numbers (never unpickled)")
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    actual = path.stat().st_size
+    if actual != expected:
+        raise LaunchError(f"{path}: truncated or padded: its header ({dtype} {shape}) needs {expected} bytes, "
+                          f"the file has {actual}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
+
+
+def load_buffers(directory: str | Path, launch: Launch, names=None) -> dict[str, np.ndarray]:
+    """Every buffer's contents (or those of `names`) as numpy arrays, checked against its format."""
     arrays = {}
     for name, b in launch.buffers.items():
+        if names is not None and name not in names:
+            continue
         path = Path(directory) / b.file
         if not path.is_file():
             raise LaunchError(f"{Path(directory) / 'launch.json'}: buffers.{name}.file {b.file!r} not found")
-        a = np.load(path, allow_pickle=False)
+        a = load_buffer(path)
         if b.format == "rgba16f" and (a.ndim != 3 or a.shape[2] != 4 or a.dtype != np.float16):
             raise LaunchError(f"{path}: an rgba16f buffer must be a (height, width, 4) float16 array, "
                               f"got {a.dtype} {a.shape}")
@@ -216,13 +266,32 @@ def param_images(launch: Launch, handles: dict[str, int]) -> list[bytes]:
     return images
 
 
+def save_buffer(path: Path, array: np.ndarray) -> None:
+    """`np.save` of a plain array, written through Python's file object so that a full disk is
+    ENOSPC naming the file (np.save's own short-write error says neither)."""
+    a = np.require(array, requirements="C")  # keeps a 0-d array 0-d, as np.save does
+    try:
+        with open(path, "wb") as f:
+            header = np.lib.format.header_data_from_array_1_0(a)
+            try:
+                np.lib.format.write_array_header_1_0(f, header)
+            except ValueError:  # a header over 64 KiB
+                f.seek(0)
+                np.lib.format.write_array_header_2_0(f, header)
+            f.write(a.reshape(-1).view(np.uint8))
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
+
+
 def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.ndarray],
                  module_source: str | Path | None = None) -> None:
     """Write a launch directory (used by generators and by runs for their outputs)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name, b in launch.buffers.items():
-        np.save(directory / b.file, arrays[name], allow_pickle=False)
+        save_buffer(directory / b.file, arrays[name])
     if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
         shutil.copyfile(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
@@ -230,9 +299,15 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
 
 def _probe_of(module: Path) -> dict | None:
     """The probe a spliced module writes, from its `splice.json` (beside the PTX it came from)."""
+    from rr.validation import read_json
+
     for record in (Path(f"{module}.splice.json"), Path(f"{module.with_suffix('.ptx')}.splice.json")):
         if record.is_file():
-            return json.loads(record.read_text()).get("probe")
+            try:
+                probe = read_json(record)
+            except InvalidInput as e:
+                raise LaunchError(str(e)) from None
+            return probe.get("probe") if isinstance(probe, dict) else None
     return None
 
 
@@ -257,7 +332,7 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
         extra = extra + (Field("buffer", 0, buffer="probe"),)
     moved = Launch(launch.entry, "kernel" + module.suffix, launch.grid, launch.block, launch.fields,
                    buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, inputs=(src, module)) as tmp:
         for b in launch.buffers.values():
             try:
                 os.link(src / b.file, tmp / b.file)
@@ -265,6 +340,6 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
                 shutil.copyfile(src / b.file, tmp / b.file)
         shutil.copyfile(module, tmp / moved.module)
         if probe:
-            np.save(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
+            save_buffer(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
         (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")
     return moved

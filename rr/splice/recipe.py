@@ -4,19 +4,13 @@ with errors that name the file and the key at fault."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-import jsonschema
-import yaml
+from rr.validation import InvalidInput, load_yaml, schema, validate
 
 
-class RecipeError(ValueError):
-    pass
-
-
-def _schema() -> dict:
-    return yaml.safe_load(resources.files("rr.data").joinpath("recipe.schema.yaml").read_text())
+class RecipeError(InvalidInput):
+    """A recipe that cannot be used; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -33,20 +27,16 @@ class Recipe:
 
 
 def load_recipe(path: str | Path) -> Recipe:
+    """A recipe file read through the one validation layer (rr.validation): bounded size, aliases
+    that may not expand past a bound, strict integers, messages that name the key and a cut value."""
     path = Path(path)
+    if not path.exists():
+        raise RecipeError(f"{path}: no such recipe file")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise RecipeError(f"{path}: no such recipe file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise RecipeError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = [f"{path}: {'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in errors]
-        raise RecipeError("\n".join(lines))
+        raw = load_yaml(path)
+    except InvalidInput as e:
+        raise RecipeError(str(e)) from None
+    validate(raw, schema("recipe.schema.yaml"), str(path), RecipeError)
     cut, template = raw["cut"], raw["template"]
     return Recipe(raw["name"], raw["description"].strip(), cut["phase"], cut.get("with_epilogue_before", 0),
                   cut.get("with_epilogue_after", 0), template["name"], template.get("params", {}),

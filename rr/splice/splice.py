@@ -79,7 +79,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         raise SpliceError(e.args[0]) from None
     statements = linearise(function)
     phases = find_phases(statements)
-    phase = phase or recipe.phase
+    phase = recipe.phase if phase is None else phase
     first, last = cut_range(recipe, phase, phases, find_epilogues(statements, phases))
     live = cut_liveness(function, statements, first, last)
     probe, extra_params = None, []

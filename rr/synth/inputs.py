@@ -16,6 +16,7 @@ import numpy as np
 
 from rr import numerics as nx
 from rr.io import atomic_dir
+from rr.validation import cut
 from rr.synth import layout as L
 
 WEIGHT_SEED = 2
@@ -49,13 +50,25 @@ def frame_inputs(ex: int, ey: int, seed: int = INPUT_SEED) -> tuple[np.ndarray, 
     return image, texture
 
 
-def parse_extents(text: str) -> tuple[int, int]:
+TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens
+MAX_TOKENS = 1 << 20  # a synthesised frame's tokens: ~230 bytes of buffers each, 240 MB at the bound
+
+
+def parse_extents(text: str, pixels: bool = False) -> tuple[int, int]:
+    """WIDTHxHEIGHT in tokens (or in pixels, 16 to a token), refused past MAX_TOKENS tokens: the
+    buffers of a launch are allocated whole."""
+    unit = "pixels" if pixels else "tokens"
     try:
         ex, ey = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise ValueError(f"extents {text!r}: expected WIDTHxHEIGHT in tokens, e.g. 240x135") from None
+        raise ValueError(f"extents {cut(text)!r}: expected WIDTHxHEIGHT in {unit}, e.g. "
+                         f"{'3840x2160' if pixels else '240x135'}") from None
     if ex < 2 or ey < 2:
         raise ValueError(f"extents {text!r}: both must be at least 2")
+    tokens = max(ex // TOKEN, 2) * max(ey // TOKEN, 2) if pixels else ex * ey
+    if tokens > MAX_TOKENS:
+        raise ValueError(f"extents {text!r}: {tokens} tokens; rr synthesises at most {MAX_TOKENS} "
+                         f"(a {'16384x16384-pixel' if pixels else '1024x1024-token'} frame)")
     return ex, ey
 
 
@@ -125,9 +138,6 @@ def _write_enc2(tmp: Path, extents, target: str, weight_seed: int, input_seed: i
         write_launch(tmp / "launch", launch_for(ex, ey), launch_arrays(ex, ey, weights, input_seed))
         (tmp / "launch" / "kernel.ptx").write_text(ptx)
     (tmp / "enc2.json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens
 
 
 def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Path,

@@ -1,0 +1,176 @@
+"""One validation layer for the files rr reads as structured input (recipes, the workflow config,
+launch descriptions, stage records): bounded reading, YAML whose aliases may not expand past a
+bound, JSON errors with line and column, and JSON Schema errors that name the key and the value,
+with every echoed value cut to a few hundred characters."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+MAX_YAML_BYTES = 1 << 20  # a recipe or config file; theirs are a few hundred bytes
+MAX_JSON_BYTES = 256 << 20  # a launch description, descriptor or stage record
+MAX_VALUES = 100_000  # values (scalars, lists, maps) a YAML document may expand to through aliases
+CUT = 300  # characters of an echoed value in a message
+MAX_ERRORS = 20  # schema errors reported of one file
+
+
+class InvalidInput(ValueError):
+    """An input file rr cannot use; the message names it (`PATH[:LINE:COL]: reason`)."""
+
+
+def cut(text: str, limit: int = CUT) -> str:
+    """`text` whole if short, else its start and end around a note of how much was left out, so an
+    echoed value stays readable and a message's reason (at its end) survives."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]}…[{len(text) - head - tail} characters cut]…{text[-tail:]}"
+
+
+def read_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
+    """A regular file's text: a directory, FIFO or device, a file over `limit` bytes or one that is
+    not UTF-8 is refused by name (a FIFO would block the open, /dev/zero never end)."""
+    path = Path(path)
+    st = os.stat(path)  # FileNotFoundError, PermissionError: the caller's OSError handler names the path
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidInput(f"{path}: not a regular file")
+    if st.st_size > limit:
+        raise InvalidInput(f"{path}: {st.st_size} bytes, more than the {limit} rr reads of such a file")
+    data = Path(path).read_bytes()[:limit + 1]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise InvalidInput(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+
+
+def expanded_size(root, children, limit: int = MAX_VALUES) -> int:
+    """How many values `root` stands for once every shared reference is written out, counted with
+    one visit per distinct object (so a billion-laughs document costs its own size, not its
+    expansion); `limit + 1` as soon as the count passes `limit`, or for a document that contains
+    itself. Iterative: no recursion proportional to the nesting depth."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children(node)))
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            return limit + 1  # a cycle: infinite expansion
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _node_children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    return []
+
+
+def value_children(value) -> list:
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return []
+
+
+def load_yaml(path: str | Path, limit: int = MAX_VALUES):
+    """A YAML file through the safe loader, refused if its aliases expand past `limit` values (the
+    check runs on the node graph, before anything walks the expansion)."""
+    text = read_text(path)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if expanded_size(node, _node_children, limit) > limit:
+            raise InvalidInput(f"{path}: the document expands to more than {limit} values through YAML aliases "
+                               f"(an alias bomb?); refused")
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise InvalidInput(f"{where}: not valid YAML: {cut(str(getattr(e, 'problem', None) or e))}") from None
+    except RecursionError:
+        raise InvalidInput(f"{path}: nested too deeply to read") from None
+    finally:
+        loader.dispose()
+
+
+def check_expansion(value, where: str, limit: int = MAX_VALUES) -> None:
+    """The same bound on an already-loaded document (the workflow's config as Snakemake read it)."""
+    if expanded_size(value, value_children, limit) > limit:
+        raise InvalidInput(f"{where}: expands to more than {limit} values (YAML aliases?); refused")
+
+
+def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
+    """A JSON file; a syntax error is `PATH:LINE:COL: not valid JSON: reason`."""
+    text = read_text(path, limit)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise InvalidInput(f"{path}: nested too deeply to read") from None
+
+
+# JSON Schema's "integer" admits 8.0; a phase, an offset or a block size of 8.0 is a mistake
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda checker, v: isinstance(v, int) and not isinstance(v, bool))
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+
+
+def schema(name: str) -> dict:
+    """A schema shipped in rr/data (YAML or JSON)."""
+    return yaml.safe_load(resources.files("rr.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+def key_path(parts) -> str:
+    """`fields[3].offset` for the path ['fields', 3, 'offset']."""
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def schema_errors(instance, schema_: dict, where: str) -> list[str]:
+    """`WHERE: KEY: message` for each way `instance` breaks `schema_` (at most MAX_ERRORS), the
+    value in each message cut."""
+    errors = sorted(_Validator(schema_).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    lines = []
+    for e in errors[:MAX_ERRORS]:
+        message = e.message
+        if len(message) > CUT:
+            shown = repr(e.instance)
+            message = message.replace(shown, cut(shown), 1) if shown in message else message
+        lines.append(f"{where}: {key_path(e.absolute_path)}: {cut(message, 2 * CUT)}")
+    if len(errors) > MAX_ERRORS:
+        lines.append(f"{where}: … and {len(errors) - MAX_ERRORS} more")
+    return lines
+
+
+def validate(instance, schema_: dict, where: str, error=InvalidInput) -> None:
+    lines = schema_errors(instance, schema_, where)
+    if lines:
+        raise error("\n".join(lines))
