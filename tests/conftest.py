@@ -36,7 +36,7 @@ def nvcc_ptx(tmp_path_factory):
         key = (name, flags, arch)
         if key not in cache:
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
-            out = out_dir / f"{name}-{tag}.ptx"
+            out = out_dir / f"{name.replace('/', '_')}-{tag}.ptx"  # nvvm/x: a kernel in a subdirectory
             subprocess.run([NVCC, "-ptx", f"-arch={arch}", *flags, str(CUDA_DIR / f"{name}.cu"),
                             "-o", str(out)], check=True, capture_output=True)
             cache[key] = out

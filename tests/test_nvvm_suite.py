@@ -1,0 +1,258 @@
+"""rr on kernels it did not write: our own nvcc-built fp8 mma kernels (tests/cuda/nvvm/), whose
+truth comes from their CUDA source (tests/nvvm_suite.py), not from rr.
+
+- `rr spec --json` gives every phase the shape, operand sources, bases, offsets, lane parts,
+  address terms and loop facts its source has (and `--grouping gemm` joins a GEMM that NVVM's
+  interleaved loads cut into several phases);
+- on every phase, `regen` and `isolate` leave the kernel's output byte-identical (or regen refuses
+  naming the loop, where the truth allows it), `f32acc` runs with finite output, and `probe`'s
+  recorded operands replayed by the mma model give back the probed D — on the cpu backend here,
+  on the H200 in the gpu variant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nvvm_suite import FLAGS, KERNELS, differences, expected_phase, outputs, phase_bounds, write_kernel_launch
+
+from rr import numerics as nx
+
+RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
+SPEC_CASES = [(name, flags) for name in KERNELS for flags in FLAGS]
+PHASE_CASES = [(name, flags, p) for name, flags in SPEC_CASES for p in range(1, len(KERNELS[name].phases) + 1)]
+# the splices run on every kernel as -O3 builds it, and on two with -lineinfo (.loc inside the cut)
+RUN_CASES = [(name, flags, p) for name, flags, p in PHASE_CASES
+             if flags == "O3" or name in ("pointers", "rolled")]
+
+
+def _rr(*args) -> tuple[int, str, str]:
+    """`rr ARGS` in this process: (exit status, stdout, stderr)."""
+    from rr.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse: an option rr does not know
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def ptx(nvcc_ptx):
+    """ptx(name, flags) -> the PTX nvcc makes for tests/cuda/nvvm/<name>.cu."""
+    return lambda name, flags: nvcc_ptx(KERNELS[name].source, *FLAGS[flags])
+
+
+@pytest.fixture(scope="session")
+def spec(ptx):
+    """spec(name, flags, *options) -> `rr spec --json` of the kernel (cached)."""
+    cache = {}
+
+    def get(name: str, flags: str, *options: str) -> dict:
+        key = (name, flags, options)
+        if key not in cache:
+            code, out, err = _rr("spec", ptx(name, flags), "--entry", KERNELS[name].entry, "--json", *options)
+            assert code == 0, f"rr spec {' '.join(options)} failed ({code}): {err}"
+            cache[key] = json.loads(out)
+        return cache[key]
+
+    return get
+
+
+def _params(cases: list) -> list:
+    """Cases as pytest params named kernel-flags[-phaseN], so a failure says where."""
+    return [pytest.param(*case, id="-".join(f"phase{x}" if isinstance(x, int) else x for x in case))
+            for case in cases]
+
+
+# -- rr spec --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,flags", _params(SPEC_CASES))
+def test_spec_finds_the_phases_nvvm_emitted(spec, name, flags):
+    phases = spec(name, flags)["phases"]
+    assert [p["mma"] for p in phases] == list(KERNELS[name].phases)
+
+
+@pytest.mark.parametrize("name,flags,phase", _params(PHASE_CASES))
+def test_spec_describes_each_phase_as_its_source_writes_it(spec, name, flags, phase):
+    phases = spec(name, flags)["phases"]
+    assert len(phases) >= phase, f"rr finds {len(phases)} phases, the PTX has {len(KERNELS[name].phases)}"
+    diffs = differences(phases[phase - 1], expected_phase(KERNELS[name], phase))
+    assert not diffs, "\n".join(diffs)
+
+
+GROUPED = [(name, flags) for name, flags in SPEC_CASES if KERNELS[name].grouping_gemm]
+
+
+@pytest.mark.parametrize("name,flags", _params(GROUPED))
+def test_grouping_gemm_joins_the_runs_that_interleaved_loads_split(spec, name, flags):
+    kernel = KERNELS[name]
+    phases = spec(name, flags, "--grouping", "gemm")["phases"]
+    assert [p["mma"] for p in phases] == list(kernel.grouping_gemm)
+    for number, got in enumerate(phases, start=1):
+        diffs = differences(got, expected_phase(kernel, number, kernel.grouping_gemm))
+        assert not diffs, f"phase {number} under --grouping gemm:\n" + "\n".join(diffs)
+
+
+def test_the_truth_covers_every_mma_of_every_kernel():
+    """A check on the truth table itself: each kernel's phases hold all its mma, once."""
+    for kernel in KERNELS.values():
+        for counts in filter(None, (kernel.phases, kernel.grouping_gemm)):
+            assert [i for r in phase_bounds(counts) for i in r] == list(range(len(kernel.mma))), kernel.name
+            for p in range(1, len(counts) + 1):
+                expected_phase(kernel, p, counts)  # raises on an inconsistent truth
+
+
+# -- splices, run -----------------------------------------------------------------------------------
+
+def _run(launch_dir: Path, backend: str) -> tuple[dict, dict]:
+    """(record, buffers after the run) of a launch directory on `backend`."""
+    if backend == "cpu":
+        from rr.run.cpu import run_cpu
+
+        return run_cpu(launch_dir)
+    from rr.run.isolate import run_isolated
+    from rr.run.launch import load_buffers, read_launch
+
+    out = launch_dir.with_name(launch_dir.name + ".out")
+    record = run_isolated(launch_dir, out, backend)
+    assert record["status"] == "ok", f"{backend} run of {launch_dir}: {record['status']}: {record['message']}"
+    return record, load_buffers(out, read_launch(out))
+
+
+@pytest.fixture(scope="session")
+def reference(ptx, tmp_path_factory):
+    """reference(name, flags, backend) -> (launch dir, run record, outputs) of the unspliced kernel."""
+    cache = {}
+
+    def get(name: str, flags: str, backend: str):
+        key = (name, flags, backend)
+        if key not in cache:
+            kernel = KERNELS[name]
+            directory = tmp_path_factory.mktemp(f"{name}-{flags}-{backend}") / "ref"
+            write_kernel_launch(kernel, directory, ptx(name, flags))
+            record, buffers = _run(directory, backend)
+            outs = {b: buffers[b] for b in outputs(kernel)}
+            for b, data in outs.items():  # the kernel really computed something
+                assert np.count_nonzero(data) > data.size // 2, f"{name}: output {b} is mostly zero"
+            cache[key] = directory, record, outs
+        return cache[key]
+
+    return get
+
+
+def _splice(ptx_path: Path, name: str, recipe: str, phase: int, out: Path) -> tuple[int, str]:
+    code, _, err = _rr("splice", ptx_path, "--entry", KERNELS[name].entry, "--recipe", RECIPES / f"{recipe}.yaml",
+                       "--phase", phase, "-o", out)
+    return code, err
+
+
+def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend):
+    """Splice `recipe` into `phase` and run it on the reference's inputs: (splice status, message,
+    reference outputs and record, spliced outputs and record, splice.json)."""
+    ref_dir, ref_record, ref_out = reference(name, flags, backend)
+    module = tmp_path / f"{recipe}.ptx"
+    code, err = _splice(ptx(name, flags), name, recipe, phase, module)
+    if code != 0:
+        return code, err, (ref_record, ref_out), None, None
+    launch = tmp_path / recipe
+    code, _, err = _rr("relaunch", ref_dir, "--module", module, "-o", launch)
+    assert code == 0, f"rr relaunch: {err}"
+    record, buffers = _run(launch, backend)
+    return 0, "", (ref_record, ref_out), (record, buffers), json.loads(Path(f"{module}.splice.json").read_text())
+
+
+def _registers(record: dict) -> set:
+    return {w.split()[0] for w in record.get("unwritten_registers", [])}
+
+
+def _check_identical(kernel, phase, recipe, result):
+    code, message, (ref_record, ref_out), spliced, _ = result
+    if code != 0:
+        allowed = kernel.regen_refusal.get(phase) if recipe == "regen" else None
+        assert allowed, f"{recipe} of phase {phase} refused where the truth says it can be done: {message}"
+        assert code == 2 and all(w in message for w in allowed), \
+            f"the refusal must name {allowed}: {message}"
+        return
+    record, buffers = spliced
+    for b, want in ref_out.items():
+        got = buffers[b]
+        differ = int(np.count_nonzero(got.view(np.uint8) != want.view(np.uint8)))
+        assert differ == 0, f"{recipe} of phase {phase}: output {b} differs in {differ} of {want.nbytes} bytes"
+    new = _registers(record) - _registers(ref_record)
+    assert not new, f"{recipe} of phase {phase} reads registers before any write: {sorted(new)}"
+
+
+def _check_f32acc(kernel, phase, result):
+    code, message, _, spliced, _ = result
+    assert code == 0, f"f32acc of phase {phase} refused: {message}"
+    _, buffers = spliced
+    for b, dtype in outputs(kernel).items():
+        values = buffers[b].view(dtype)
+        assert np.isfinite(values).all(), f"f32acc of phase {phase}: output {b} has non-finite values"
+
+
+def _check_probe(kernel, phase, result, spec_phase, rate):
+    from rr.run.probe import replay
+
+    code, message, (_, ref_out), spliced, record = result
+    assert code == 0, f"probe of phase {phase} refused: {message}"
+    _, buffers = spliced
+    for b, want in ref_out.items():  # the probe leaves the computation alone
+        assert np.array_equal(buffers[b].view(np.uint8), want.view(np.uint8)), f"probe changed output {b}"
+    model = nx.mma_exact_f32 if ".f32." in spec_phase["opcode"] else nx.mma_exact
+    result = replay(buffers["probe"], record["probe"], model)
+    assert result["mma"] == spec_phase["mma"], result
+    rate(result)
+
+
+def _cpu_rate(result):
+    # the cpu backend's mma is the model itself: the replay must give back every probed D
+    assert result["identical_share"] == 1.0, result
+
+
+def _gpu_rate(result):
+    # the H200's e4m3 mma against the exact-sum model, as tests/test_splice_probe.py measures it
+    within_two = sum(result["ulp_histogram_0_1_2_3plus"][:3]) / result["elements"]
+    assert 0.5 < result["identical_share"] and within_two > 0.95, result
+    assert result["max_largest_term_ulps"] <= 16, result
+
+
+@pytest.mark.parametrize("recipe", ["regen", "isolate"])
+@pytest.mark.parametrize("name,flags,phase", _params(RUN_CASES))
+def test_regen_and_isolate_keep_the_output_byte_identical_on_the_cpu(reference, ptx, tmp_path, name, flags,
+                                                                      phase, recipe):
+    result = _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, "cpu")
+    _check_identical(KERNELS[name], phase, recipe, result)
+
+
+@pytest.mark.parametrize("name,flags,phase", _params(RUN_CASES))
+def test_f32acc_runs_with_finite_output_on_the_cpu(reference, ptx, tmp_path, name, flags, phase):
+    _check_f32acc(KERNELS[name], phase, _spliced_run(reference, ptx, tmp_path, name, flags, phase, "f32acc", "cpu"))
+
+
+@pytest.mark.parametrize("name,flags,phase", _params(RUN_CASES))
+def test_probe_replay_gives_back_the_probed_d_on_the_cpu(reference, ptx, spec, tmp_path, name, flags, phase):
+    result = _spliced_run(reference, ptx, tmp_path, name, flags, phase, "probe", "cpu")
+    _check_probe(KERNELS[name], phase, result, spec(name, flags)["phases"][phase - 1], _cpu_rate)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", ["regen", "isolate", "f32acc", "probe"])
+@pytest.mark.parametrize("name,flags,phase", _params(RUN_CASES))
+def test_splices_of_every_phase_on_the_gpu(gpu, reference, ptx, spec, tmp_path, name, flags, phase, recipe):
+    kernel = KERNELS[name]
+    result = _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, "cuda")
+    if recipe == "f32acc":
+        _check_f32acc(kernel, phase, result)
+    elif recipe == "probe":
+        _check_probe(kernel, phase, result, spec(name, flags)["phases"][phase - 1], _gpu_rate)
+    else:
+        _check_identical(kernel, phase, recipe, result)
