@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rr.describe.provenance import block_z, param_offsets
 from rr.describe.spec import spec_json
-from rr.ptx import linearise, parse
+from rr.ptx import parse
 from rr.synth.enc2 import build_enc2
 from rr.synth.layout import ENTRY
 
@@ -17,7 +16,7 @@ from rr.synth.layout import ENTRY
 @pytest.fixture(scope="module")
 def spec() -> dict:
     f = parse(build_enc2(), "enc2.ptx").function(ENTRY)
-    return spec_json(f.name, linearise(f), param_offsets(f.params), block_z(f))
+    return spec_json(f)
 
 
 def phase(spec, p: int) -> dict:

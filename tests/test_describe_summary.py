@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from rr.describe import find_epilogues, find_phases
-from rr.describe.provenance import Dataflow, param_offsets
+from rr.describe.provenance import Dataflow
 from rr.describe.summary import summarise_epilogue, summarise_params
 from rr.ptx import linearise, parse_file
 
@@ -23,7 +23,7 @@ def _flow(path, entry):
     f = parse_file(path).function(entry)
     statements = linearise(f)
     phases = find_phases(statements)
-    return Dataflow(statements, param_offsets(f.params)), find_epilogues(statements, phases)
+    return Dataflow(f, statements), find_epilogues(statements, phases)
 
 
 def test_constants_are_reported_with_the_f16_they_round_to():

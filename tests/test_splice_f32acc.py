@@ -41,11 +41,24 @@ def test_f32acc_defines_every_live_out_and_compiles(tmp_path, phase):
         assert _rr("compile", str(out), "-o", str(tmp_path / "f.cubin")).returncode == 0
 
 
-def test_f32acc_refuses_cuts_with_other_statements(tmp_path):
+def test_f32acc_keeps_cut_statements_that_do_not_touch_the_accumulators(tmp_path):
+    # phase 1 widened over E1 (an address computation for phase 2's loads): kept verbatim, in place
     recipe = tmp_path / "wide.yaml"
     recipe.write_text("name: wide\ndescription: x\ncut: {phase: 1, with_epilogue_after: all}\ntemplate: {name: f32acc}\n")
+    out = tmp_path / "w.ptx"
+    r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(recipe), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    original = linearise(parse_file(SAMPLE).function(ENTRY))
+    spliced = [s.text for s in linearise(parse_file(out).function(ENTRY))]
+    assert original[81].opcode == "add.s64" and original[81].text in spliced
+
+
+def test_f32acc_refuses_cuts_with_statements_that_read_an_accumulator(tmp_path):
+    recipe = tmp_path / "wide.yaml"
+    recipe.write_text("name: wide\ndescription: x\ncut: {phase: 2, with_epilogue_after: all}\ntemplate: {name: f32acc}\n")
     r = _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(recipe), "-o", str(tmp_path / "w.ptx"))
-    assert r.returncode == 2 and "f32acc replaces mma statements only" in r.stderr and "add.s64" in r.stderr
+    assert r.returncode == 2 and "reads an accumulator" in r.stderr and "s99 (st.global.v2.u32)" in r.stderr
+    assert not (tmp_path / "w.ptx").exists()
 
 
 @pytest.mark.gpu

@@ -40,12 +40,71 @@ def test_probe_leaves_the_phase_and_adds_stores_and_a_parameter(tmp_path):
     before = linearise(parse_file(SAMPLE).function(ENTRY))
     after = linearise(f)
     cut = before[record["cut"]["first_stmt"] - 1:record["cut"]["last_stmt"]]
-    spliced = after[record["cut"]["first_stmt"] - 1:record["cut"]["first_stmt"] - 1 + len(cut)]
-    assert [s.text for s in spliced] == [s.text for s in cut]  # the phase itself is untouched
-    stores = [s for s in after if s.opcode == "st.global.u32" and s.scope]
+    spliced = after[record["cut"]["first_stmt"] - 1:record["cut"]["first_stmt"] - 1 + record["inserted_statements"]]
+    # the phase itself is untouched and in order; all that is added are the probe's own statements
+    assert [s.text for s in spliced if not _probes(s)] == [s.text for s in cut]
+    stores = [s for s in spliced if s.opcode == "st.global.u32" and "%rrpd0" in s.text]
     assert len(stores) == probe["words_per_thread"] == len(probe["registers"])
     assert len(probe["mma"]) == 32 and all(len(m["A"]) == 4 and len(m["B"]) == 2 and len(m["D"]) == 2
                                            for m in probe["mma"])
+    if PTXAS:
+        assert run_ptxas(out).returncode == 0
+
+
+def _probes(s) -> bool:
+    """A statement the probe added: it touches only the probe's registers (and reads others)."""
+    return any(r.startswith("%rrp") for r in s.uses + s.defs) or s.opcode == "ld.param.u64" and "probe" in s.text
+
+
+IN_PLACE = """.version 8.7
+.target sm_90
+.address_size 64
+
+.visible .entry k(
+	.param .u64 k_param_0
+)
+{
+	.reg .b32 	%r<16>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [k_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	ld.global.v4.u32 	{%r1, %r2, %r3, %r4}, [%rd2];
+	ld.global.v2.u32 	{%r5, %r6}, [%rd2+16];
+	ld.global.v2.u32 	{%r7, %r8}, [%rd2+24];
+	mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16
+	{%r7, %r8},
+	{%r1, %r2, %r3, %r4},
+	{%r5, %r6}, {%r7, %r8};
+	mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16
+	{%r7, %r8},
+	{%r1, %r2, %r3, %r4},
+	{%r5, %r6}, {%r7, %r8};
+	st.global.v2.u32 	[%rd2+32], {%r7, %r8};
+	ret;
+
+}
+"""
+
+
+def test_probe_records_the_true_input_c_when_an_mma_accumulates_in_place(tmp_path):
+    # {%r7, %r8} is C and D of both mma: the first reads the loaded C, the second the first's D
+    src = tmp_path / "k.ptx"
+    src.write_text(IN_PLACE)
+    out = tmp_path / "p.ptx"
+    r = _rr("splice", src, "--entry", "k", "--recipe", RECIPES / "probe.yaml", "--phase", 1, "-o", out)
+    assert r.returncode == 0, r.stderr
+    probe = json.loads(Path(f"{out}.splice.json").read_text())["probe"]
+    first, second = probe["mma"]
+    names = probe["registers"]
+    assert [names[w] for w in first["C"]] == ["%r7", "%r8"]  # as loaded, before the first mma
+    assert [names[w] for w in first["D"]] == [f"%r7@s{first['stmt']}", f"%r8@s{first['stmt']}"]
+    assert second["C"] == first["D"] and second["D"] != first["D"] != first["C"]
+    stmts = linearise(parse_file(out).function("k"))
+    mmas = [s.stmt for s in stmts if s.opcode.startswith("mma.")]
+    c_stores = [s.stmt for s in stmts if s.opcode == "st.global.u32" and s.uses[-1] in ("%r7", "%r8")]
+    # the loaded C is stored before the first mma overwrites it, each D right after its mma
+    assert c_stores[:2] < [mmas[0]] * 2 and mmas[0] < c_stores[2] < mmas[1] < c_stores[4]
     if PTXAS:
         assert run_ptxas(out).returncode == 0
 

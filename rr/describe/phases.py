@@ -1,14 +1,21 @@
 """Phases and epilogues of an entry, and each phase's GEMM geometry from its mma chain (DESIGN §3).
 
-A phase is a maximal run of consecutive `mma` statements. Its geometry is read off the chain, not
-guessed from operand counts: with |A| distinct A fragments, |B| distinct B fragments and
-accumulator chains (maximal C←D dataflow runs) all of length k,
+A phase is a maximal run of consecutive matrix-multiply statements — `mma.sync`, `wmma.mma` or
+`wgmma.mma_async`. Its geometry is read off the chain, not guessed from operand counts: with |A|
+distinct A fragments, |B| distinct B fragments and accumulator chains (maximal C←D dataflow runs)
+all of length k, and the instruction's tile m0×n0×k0 (m16n8k32 for the engine's mma),
 
-    m = |A| / k,  n = |B| / k,  chains = m·n,  M = 16m, N = 8n, K = 32k  (for m16n8k32)
+    m = |A| / k,  n = |B| / k,  chains = m·n,  M = m0·m, N = n0·n, K = k0·k
 
 and the identity mma = m·n·k is checked. (M = 16·|A| is wrong whenever k > 1: the reference
 document's §2.2.) A phase whose chains have unequal lengths, or whose counts admit no integer
 m, n, k, is reported as such with its numbers — never forced into a shape.
+
+Grouping. The default (`run`) is DESIGN's numbering, the reference document's. NVVM often
+interleaves a GEMM's operand loads between its mma statements, which cuts one GEMM into many runs;
+`gemm` grouping joins runs separated only by statements that feed later mma: loads and address
+arithmetic whose results only later mma (or other such statements) read, with no store, barrier,
+branch or read of an accumulator among them.
 """
 
 from __future__ import annotations
@@ -18,10 +25,38 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rr.ptx.linearise import Statement
-from rr.ptx.model import register_names
+from rr.ptx.model import Imm, Reg, Vec, register_names
 from rr.ptx.operands import parse_instruction
 
+MMA_PREFIXES = ("mma.", "wmma.mma", "wgmma.mma_async")
+GROUPINGS = ("run", "gemm")
 _SHAPE = re.compile(r"\.m(\d+)n(\d+)k(\d+)\b")
+
+
+def is_mma(opcode: str) -> bool:
+    return opcode.startswith(MMA_PREFIXES)
+
+
+def mma_operands(opcode: str, ops: tuple) -> tuple | None:
+    """(D, A, B, C) register-name tuples of a matrix-multiply statement; C is None when the
+    instruction does not read an accumulator (wgmma with scale-d 0). None when malformed."""
+    if len(ops) < 4 or not all(isinstance(o, (Vec, Reg)) for o in ops[:3]):
+        return None
+    d, a, b = (register_names(o) for o in ops[:3])
+    if opcode.startswith("wgmma"):
+        scale_d = ops[3]
+        c = None if isinstance(scale_d, Imm) and scale_d.value == 0 else d  # accumulates in place
+        return d, a, b, c
+    if not isinstance(ops[3], (Vec, Reg)):
+        return None
+    return d, a, b, register_names(ops[3])
+
+
+def tile_of(opcode: str) -> tuple:
+    shape = _SHAPE.search(opcode)
+    if shape:
+        return tuple(int(x) for x in shape.groups())
+    return (16, 8, 32)
 
 
 @dataclass(frozen=True)
@@ -43,6 +78,7 @@ class Phase:
     K: int | None
     identity: bool
     problem: str | None  # why no geometry could be derived
+    runs: tuple = ()  # with `gemm` grouping: the (first, last) statements of each run of mma joined
 
     @property
     def chain_len(self) -> int | None:
@@ -62,8 +98,10 @@ class Epilogue:
     ops: dict = field(default_factory=dict)  # full opcode -> count
 
 
-def _geometry(a: int, b: int, lengths: list[int], mma: int, tile: tuple) -> tuple:
+def _geometry(a: int, b: int, lengths: list[int]) -> tuple:
     """(m, n, k, problem) from the distinct fragment counts and chain lengths."""
+    if not lengths:
+        return None, None, None, "no well-formed mma statement"
     if len(set(lengths)) != 1:
         spread = Counter(lengths)
         return None, None, None, ("chains of unequal length: " +
@@ -78,46 +116,105 @@ def _geometry(a: int, b: int, lengths: list[int], mma: int, tile: tuple) -> tupl
     return m, n, k, None
 
 
-def _phase(index: int, run: list[Statement]) -> Phase:
-    opcode = run[0].opcode
-    shape = _SHAPE.search(opcode)
-    tile = tuple(int(x) for x in shape.groups()) if shape else (16, 8, 32)
+def _phase(index: int, mmas: list[Statement], first: int, last: int, runs: tuple = ()) -> Phase:
+    opcode = mmas[0].opcode
+    tile = tile_of(opcode)
     a_seen, b_seen = {}, {}
     chain_of_d: dict[tuple, int] = {}  # D registers -> chain index (the latest writer)
     lengths: list[int] = []
-    for s in run:
-        _, _, ops = parse_instruction(s.text)
-        d, a, b, c = (register_names(op) for op in ops[:4])
+    malformed = 0
+    for s in mmas:
+        ops = mma_operands(s.opcode, parse_instruction(s.text)[2])
+        if ops is None:
+            malformed += 1
+            continue
+        d, a, b, c = ops
         a_seen.setdefault(a, None)
         b_seen.setdefault(b, None)
-        chain = chain_of_d.get(c)
+        chain = chain_of_d.get(c) if c is not None else None
         if chain is None:
             chain = len(lengths)
             lengths.append(0)
         lengths[chain] += 1
         chain_of_d[d] = chain
-    m, n, k, problem = _geometry(len(a_seen), len(b_seen), lengths, len(run), tile)
+    m, n, k, problem = _geometry(len(a_seen), len(b_seen), lengths)
+    if malformed and problem is None:
+        problem = f"{malformed} mma statements without D, A, B and C operands"
     ok = problem is None
     return Phase(
-        phase=index, first_stmt=run[0].stmt, last_stmt=run[-1].stmt, mma=len(run), opcode=opcode,
+        phase=index, first_stmt=first, last_stmt=last, mma=len(mmas), opcode=opcode,
         a_quads=len(a_seen), b_pairs=len(b_seen), chains=len(lengths), chain_lengths=tuple(lengths),
         m=m, n=n, k=k, M=tile[0] * m if ok else None, N=tile[1] * n if ok else None,
-        K=tile[2] * k if ok else None, identity=ok and m * n * k == len(run), problem=problem,
+        K=tile[2] * k if ok else None, identity=ok and m * n * k == len(mmas), problem=problem, runs=runs,
     )
 
 
-def find_phases(statements: list[Statement]) -> list[Phase]:
-    """The phases of a linearised entry, numbered from 1 in textual order."""
-    phases, run = [], []
+def mma_runs(statements: list[Statement]) -> list[list[Statement]]:
+    """The maximal runs of consecutive matrix-multiply statements, in textual order."""
+    runs, run = [], []
     for s in statements:
-        if s.opcode.startswith("mma."):
+        if is_mma(s.opcode):
             run.append(s)
         elif run:
-            phases.append(_phase(len(phases) + 1, run))
+            runs.append(run)
             run = []
     if run:
-        phases.append(_phase(len(phases) + 1, run))
-    return phases
+        runs.append(run)
+    return runs
+
+
+def find_phases(statements: list[Statement], grouping: str = "run", cfg=None) -> list[Phase]:
+    """The phases of a linearised entry, numbered from 1 in textual order. `grouping` is `run`
+    (maximal runs of mma, DESIGN §3) or `gemm` (runs joined across statements that only feed
+    later mma; `cfg`, the entry's control flow, keeps a group inside one basic block)."""
+    if grouping not in GROUPINGS:
+        raise ValueError(f"grouping {grouping!r}: expected one of {', '.join(GROUPINGS)}")
+    runs = mma_runs(statements)
+    if grouping == "run":
+        return [_phase(i, run, run[0].stmt, run[-1].stmt) for i, run in enumerate(runs, start=1)]
+    groups: list[list[list[Statement]]] = []
+    for run in runs:
+        if groups and _feeds_later_mma(statements, groups[-1], run, cfg):
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    return [_phase(i, [s for run in g for s in run], g[0][0].stmt, g[-1][-1].stmt,
+                   tuple((run[0].stmt, run[-1].stmt) for run in g) if len(g) > 1 else ())
+            for i, g in enumerate(groups, start=1)]
+
+
+_SIDE_EFFECTS = ("st.", "red.", "atom.", "bar.", "barrier.", "bra", "brx", "call", "ret", "exit", "trap",
+                 "membar", "fence", "sust.", "suld.", "tex.", "shfl.", "vote.", "cp.", "wgmma.fence",
+                 "wgmma.commit", "wgmma.wait", "mbarrier", "stmatrix", "match.", "redux.", "activemask")
+
+
+def _feeds_later_mma(statements: list[Statement], group: list[list[Statement]], run: list[Statement], cfg) -> bool:
+    """The statements between the group's last run and `run` only compute operands of later mma."""
+    lo, hi = group[-1][-1].stmt + 1, run[0].stmt - 1
+    gap = statements[lo - 1:hi]
+    if not gap or (cfg is not None and cfg.block_of(group[0][0].stmt) != cfg.block_of(run[-1].stmt)):
+        return False
+    accumulators = {d for r in group for s in r for d in s.defs}
+    for s in gap:
+        if s.opcode.startswith(_SIDE_EFFECTS) or accumulators.intersection(s.uses):
+            return False
+    # every value the gap computes flows into a later mma (directly or through other statements)
+    return all(_feeds_mma(statements, lo + i, d) for i, s in enumerate(gap) for d in s.defs)
+
+
+def _feeds_mma(statements: list[Statement], stmt: int, register: str, horizon: int = 4096) -> bool:
+    """Whether the value `register` gets at statement `stmt` reaches an mma operand."""
+    tainted = {register}
+    for s in statements[stmt:stmt + horizon]:
+        if tainted.intersection(s.uses):
+            if is_mma(s.opcode):
+                return True
+            tainted.update(s.defs)
+        elif s.guard is None:
+            tainted.difference_update(s.defs)
+        if not tainted:
+            return False
+    return False
 
 
 def find_epilogues(statements: list[Statement], phases: list[Phase]) -> list[Epilogue]:

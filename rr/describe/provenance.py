@@ -1,144 +1,399 @@
 """Where each phase's A, B and C operands come from, and at which byte offsets.
 
-Addresses are evaluated symbolically: every register gets an affine value over named terms — a
-pointer loaded from the parameter block (`param+40`), `laneid` (also `%tid.x & 31`, which is the
-lane for the engine's 32-wide blocks), `tid.z`, and lane patterns that are not affine, named as
-written (`((laneid<<2)&12)`). A load's address then splits into its base pointer, its lane term,
-its `%tid.z` slab stride and its byte offset, as the reference document reports them.
+Every register read is resolved to the definitions that *reach* it through the control-flow graph
+(`rr.ptx.reaching`), never to the last one above it in the text. Addresses are evaluated into
+symbolic values (`rr.describe.values`): polynomials over typed factors — a pointer loaded from the
+parameter space (`param+40`), a scalar parameter, `%ctaid`, `%tid`, a loop's trip index — with
+everything that depends on the lane folded into per-lane coefficients, however NVVM spelt it
+(`mul`, `shl`, `or`, `bfi`, `prmt`, `and`, `shr`, …). A load's address then splits into its base
+pointer, its lane part, its other terms (the `%tid.z` slab among them) and its byte offset, as the
+reference document reports them.
 
-Operand sources, traced back through the def/use chain:
-`weight(param+N)` — fragment loads at a `k·laneid` lane stride; `table(param+N)` — per-column
-loads with a non-affine lane pattern; `shared` — shared-memory loads; `D(phase p)` — a chained C;
-`pack(D of phase p)` — requantised packs (`cvt…e4m3x2`, `mov.b32 {…}`) of an earlier phase's D;
-`transpose(D of phase p)` — `movmatrix`; `zero`; `computed(epilogue e)` for anything else.
+A register written inside a loop and read round its back edge is an induction variable when each
+trip adds the same constant: its value is `init + step·trip`. Other merges (several definitions
+reach through branches) stay merges: a source they reach is reported with all of them.
+
+Operand sources, traced back through the reaching definitions:
+`weight(param+N)` — global loads at a `c·laneid` lane stride; `table(param+N)` — global loads with
+any other lane part; `shared(…)` — shared-memory loads, with what was staged there; `D(phase p)` —
+a chained C; `pack(D of phase p)` — requantised packs (`cvt…e4m3x2`, `mov.b32 {…}`) of an earlier
+phase's D; `transpose(D of phase p)` — `movmatrix`; `zero`; `input` — a register no statement
+writes (or a parameter's value); `computed(epilogue e)` for anything else; `merge(… | …)` where
+definitions of different sources reach.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rr.describe.phases import Epilogue, Phase
-from rr.ptx.linearise import Statement
+from rr.describe.phases import MMA_PREFIXES, Epilogue, Phase, mma_operands
+from rr.describe.values import (
+    LANES,
+    Ranges,
+    Value,
+    bit_field_extract,
+    bit_field_insert,
+    bitwise,
+    cmap,
+    lane_text,
+    lanes,
+    permute,
+    shift_right,
+)
+from rr.ptx.cfg import body_directives, control_flow
+from rr.ptx.linearise import Statement, linearise
 from rr.ptx.model import Addr, Imm, Reg, Sym, Vec, register_names
 from rr.ptx.operands import parse_instruction
+from rr.ptx.reaching import UNDEFINED, ReachingDefinitions
+
+_LANE = Value.const(tuple(range(LANES)))
+_BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
+_SETP = re.compile(r"setp\.(\w+)\.(\w+)")
+
+
+def _width(opcode: str) -> tuple[int, bool]:
+    """(bits, signed) of an instruction's operand type (its last type suffix)."""
+    for part in reversed(opcode.split(".")):
+        if part[:1] in "bus" and part[1:] in _BITS:
+            return _BITS[part[1:]], part[0] == "s"
+    return 32, False
 
 
 @dataclass(frozen=True)
-class Affine:
-    terms: tuple  # sorted ((name, coefficient), …)
-    const: int = 0
-
-    @staticmethod
-    def of(terms: dict, const: int = 0) -> "Affine":
-        return Affine(tuple(sorted((k, v) for k, v in terms.items() if v)), const)
-
-    def scaled(self, c: int) -> "Affine":
-        return Affine.of({k: v * c for k, v in self.terms}, self.const * c)
-
-    def plus(self, other: "Affine", sign: int = 1) -> "Affine":
-        t = dict(self.terms)
-        for k, v in other.terms:
-            t[k] = t.get(k, 0) + sign * v
-        return Affine.of(t, self.const + sign * other.const)
-
-
-@dataclass
 class Access:
-    """A load's address, split the way the reference document reports it."""
+    """A memory access's address, split the way the reference document reports it."""
 
-    space: str  # global, shared, param, …
-    base: str | None  # param+N, a shared symbol, or None
-    offset: int
-    lane: str | None  # 16·laneid, ((laneid<<2)&12), …
-    slab_stride: int | None  # the %tid.z coefficient
-    width: int  # bytes loaded per lane
+    stmt: int
+    space: str  # global, shared, param, const, local, …
+    base: str | None  # param+N (a pointer from the parameter space), shared:<symbol>, global:<symbol>
+    offset: int  # the constant byte offset from the base (lane 0's)
+    lane_bytes: tuple | None  # what the lane part adds for lanes 0…31 (None: no lane part)
+    terms: tuple  # ((factors, coefficient), …): every other term of the address
+    width: int  # bytes accessed per lane
+
+    @functools.cached_property
+    def lane(self) -> str | None:
+        """The lane part as the reference document spells it (`16·laneid`, `((laneid<<2)&12)`)."""
+        return None if self.lane_bytes is None else lane_text(self.lane_bytes)
+
+    @property
+    def slab_stride(self) -> int | None:
+        for f, c in self.terms:
+            if f == (("sreg", "tid.z"),) and isinstance(c, int):
+                return c
+        return None
+
+    @functools.cached_property
+    def lane_linear(self) -> bool:
+        """A per-lane fragment stride: the lane part is c·laneid with c > 0."""
+        b = self.lane_bytes
+        return b is not None and b[1] > 0 and all(v == b[1] * i for i, v in enumerate(b))
+
+    def planes(self, block_z: int) -> set[int]:
+        """The constant offsets this access can meet over the block's %tid.z planes."""
+        return {self.offset + (self.slab_stride or 0) * z for z in range(block_z)}
+
+    def unknown(self) -> list:
+        """Factors of the address that no template can rebuild (opaque values, merges, inputs)."""
+        return sorted({x for f, _ in self.terms for x in f if x[0] in ("opaque", "input")})
 
 
 @dataclass
 class Source:
-    kind: str  # weight, table, shared, D, pack, transpose, zero, computed, input
+    kind: str  # weight, table, shared, D, pack, transpose, zero, input, computed, merge
     detail: str = ""
     accesses: list = field(default_factory=list)
+    phase: int | None = None  # for D, pack, transpose
+    alternatives: list = field(default_factory=list)  # for merge
 
     def __str__(self) -> str:
         return f"{self.kind}({self.detail})" if self.detail else self.kind
 
+    @property
+    def key(self) -> tuple:
+        return (self.kind, self.detail)
 
-_PASS = ("mov.", "cvta.", "cvt.u64.u32", "cvt.s64.s32", "cvt.u32.u64", "cvt.s32.s64", "cvt.u64.s32")
-_LANE_SPECIALS = {"%laneid": "laneid", "%tid.x": "tid.x", "%tid.y": "tid.y", "%tid.z": "tid.z",
-                  "%ctaid.x": "ctaid.x", "%ctaid.y": "ctaid.y", "%ctaid.z": "ctaid.z"}
+
+@dataclass(frozen=True)
+class InductionVariable:
+    register: str
+    loop: int
+    update: int  # the statement that adds the step each trip
+    step: int
+    init: Value
 
 
 class Dataflow:
-    """Reaching definitions and symbolic values over one linearised entry."""
+    """Reaching definitions, symbolic values and memory accesses of one linearised entry."""
 
-    def __init__(self, statements: list[Statement], params: dict[str, int], block_z: int = 4):
-        """`params`: each kernel parameter's byte offset in the parameter space (`param_offsets`);
-        `block_z`: how many %tid.z planes share a block's shared memory (for matching staged
-        stores to loads; from `.maxntid`/`.reqntid`, else the engine's 4)."""
-        self.statements = statements
-        self.params = params
-        self.block_z = block_z
-        self.defs_at: dict[str, list[int]] = {}  # register -> statement numbers that define it
-        for s in statements:
-            for d in s.defs:
-                self.defs_at.setdefault(d, []).append(s.stmt)
+    def __init__(self, function, statements: list[Statement] | None = None, module=None):
+        self.function = function
+        self.statements = linearise(function) if statements is None else statements
+        self.params = param_offsets(function.params)
+        self.block = block_dims(function)
+        self.block_z = self.block[2] if self.block else 4
+        self.cfg = control_flow(function, self.statements)
+        self.reach = ReachingDefinitions(self.cfg)
+        self._param_widths: dict[int, tuple] = {}
+        self._specials = {"%laneid": _LANE, "%tid.x": _tid_x(self.block)}
+        self.ranges = Ranges(self.block, self._param_widths, _alignments(function, module))
         self._ops: dict[int, tuple] = {}
-        self._values: dict[tuple, Affine | None] = {}
-        self.barriers = [s.stmt for s in statements if s.opcode.startswith(("bar.sync", "barrier.sync", "bar.cta.sync"))]
-        self.shared_stores = [s.stmt for s in statements if s.opcode.startswith("st.shared")]
+        self._values: dict[tuple, Value] = {}
+        self._phis: dict[tuple, Value] = {}  # (register, reaching set) -> its value at the loop top
+        self._ivs: dict[tuple, InductionVariable | None] = {}
+        self._accesses: dict[int, Access | None] = {}
+        self.barriers = [s.stmt for s in self.statements
+                         if s.opcode.startswith(("bar.sync", "barrier.sync", "bar.cta.sync"))]
+        self.shared_stores = [s.stmt for s in self.statements if s.opcode.startswith("st.shared")]
 
     def operands(self, stmt: int) -> tuple:
-        if stmt not in self._ops:
-            self._ops[stmt] = parse_instruction(self.statements[stmt - 1].text)[2]
-        return self._ops[stmt]
+        ops = self._ops.get(stmt)
+        if ops is None:
+            ops = self._ops[stmt] = parse_instruction(self.statements[stmt - 1].text)[2]
+        return ops
+
+    def reaching(self, register: str, stmt: int) -> tuple[int, ...]:
+        return self.reach.of(register, stmt)
 
     def definition(self, register: str, before: int) -> int | None:
-        """The statement that last defined `register` before statement `before`."""
-        best = None
-        for s in self.defs_at.get(register, ()):
-            if s < before:
-                best = s
-            else:
-                break
-        return best
+        """The one statement whose write of `register` reaches statement `before`, or None."""
+        return self.reach.single(register, before)
+
+    # -- symbolic values -------------------------------------------------------------------------
+
+    def value(self, op, at: int) -> Value:
+        """The value of an operand read at statement `at`."""
+        if isinstance(op, Imm):
+            v = op.value
+            return Value.const(int(v)) if isinstance(v, int) else Value.factor(("opaque", at, str(op)))
+        if isinstance(op, Sym):
+            if op.name in self.params:
+                return Value.factor(("pspace",)).plus(Value.const(self.params[op.name]))
+            return Value.factor(("sym", op.name))
+        if not isinstance(op, Reg):
+            return Value.factor(("opaque", at, str(op)))
+        name = op.name
+        if name in self._specials:
+            return self._specials[name]
+        if op.special:
+            return Value.factor(("sreg", name[1:]))
+        reach = self.reaching(name, at)
+        if len(reach) == 1:
+            return self._defined(name, reach[0])
+        phi = self._phis.get((name, reach))
+        if phi is not None:
+            return phi
+        iv = self.induction(name, reach)
+        if iv is not None:
+            return iv.init.plus(Value.factor(("trip", iv.loop)).scaled(iv.step))
+        values = {self._defined(name, d) for d in reach}
+        if len(values) == 1:
+            return values.pop()
+        return Value.factor(("opaque", at, name))
+
+    def _defined(self, register: str, stmt: int) -> Value:
+        if stmt == UNDEFINED:
+            return Value.factor(("input", register))
+        key = (register, stmt)
+        v = self._values.get(key)
+        if v is None:
+            self._values[key] = Value.factor(("opaque", stmt, register))  # a cycle stays opaque
+            v = self._values[key] = self._evaluate(stmt, register)
+        return v
+
+    def _evaluate(self, stmt: int, register: str) -> Value:
+        s = self.statements[stmt - 1]
+        opaque = Value.factor(("opaque", stmt, register))
+        if s.guard is not None:
+            return opaque
+        op = s.opcode
+        base = op.split(".", 1)[0]
+        ops = self.operands(stmt)
+        width, signed = _width(op)
+        if base == "ld":
+            at = self.param_address(stmt) if ".param" in op else None
+            if at is None:
+                return opaque
+            at += width // 8 * register_names(ops[0]).index(register)  # ld.param.v2.u16 {%rs1, %rs2}
+            self._param_widths.setdefault(at, (width, signed))
+            return Value.factor(("param", at))
+        if isinstance(ops[0], Vec):  # a split: mov.b64 {%r1, %r2}, %rd1
+            if base != "mov" or len(ops) != 2:
+                return opaque
+            names = register_names(ops[0])
+            part = 64 // len(names) if op.endswith("64") else 32 // len(names)
+            whole = self.value(ops[1], stmt)
+            shifted = shift_right(whole, part * names.index(register), 64, self.ranges, False)
+            if shifted is None:
+                return opaque
+            masked = bitwise("and", shifted, Value.const((1 << part) - 1), 64, self.ranges)
+            return opaque if masked is None else masked
+        args = [self.value(o, stmt) if not isinstance(o, Vec) else None for o in ops[1:]]
+        v = self._arith(base, op, ops, args, width, signed, stmt)
+        return opaque if v is None else v
+
+    def _arith(self, base: str, op: str, ops: tuple, args: list, width: int, signed: bool, stmt: int) -> Value | None:
+        r = self.ranges
+        n = len(args)
+        if base in ("mov", "cvta", "cvt") and n == 1:
+            if isinstance(ops[1], Vec):  # a join: mov.b32 %r, {%rs1, %rs2}
+                parts = [self.value(x, stmt) for x in ops[1].items]
+                bits = width // len(parts)
+                out = Value(())
+                for i, p in enumerate(parts):
+                    if not r.disjoint([p], bits) or r.may_bits(p, 64) >> bits:
+                        return None
+                    out = out.plus(p.scaled(1 << (bits * i)))
+                return out
+            if base == "cvt" and (".f" in op or ".rn" in op or ".sat" in op):
+                return None
+            return args[0]
+        if None in args:
+            return None
+        if base == "add" and n == 2:
+            return args[0].plus(args[1])
+        if base == "sub" and n == 2:
+            return args[0].plus(args[1], -1)
+        if base == "neg" and n == 1:
+            return args[0].scaled(-1)
+        if base in ("mul", "mul24") and n == 2 and ".hi" not in op:
+            return args[0].times(args[1])
+        if base in ("mad", "mad24") and n == 3 and ".hi" not in op:
+            p = args[0].times(args[1])
+            return None if p is None else p.plus(args[2])
+        if base == "shl" and n == 2 and args[1].lane_only:
+            return args[0].scaled(cmap(lambda k: 1 << k if k < width else 0, args[1].constant))
+        if base == "shr" and n == 2 and args[1].lane_only:
+            return shift_right(args[0], args[1].constant, width, r, signed)
+        if base in ("and", "or", "xor") and n == 2:
+            return bitwise(base, args[0], args[1], width, r)
+        if base == "not" and n == 1:
+            return args[0].scaled(-1).plus(Value.const(-1))
+        if base == "bfi" and n == 4 and args[2].lane_only and args[3].lane_only:
+            pos, length = args[2].constant, args[3].constant
+            if isinstance(pos, int) and isinstance(length, int):
+                return bit_field_insert(args[0], args[1], pos & 0xFF, length & 0xFF, width, r)
+        if base == "bfe" and n == 3 and args[1].lane_only and args[2].lane_only:
+            pos, length = args[1].constant, args[2].constant
+            if isinstance(pos, int) and isinstance(length, int):
+                return bit_field_extract(args[0], pos & 0xFF, length & 0xFF, width, r, signed)
+        if base == "prmt" and n == 3 and op in ("prmt.b32",) and args[2].lane_only:
+            sel = args[2].constant
+            if isinstance(sel, int):
+                return permute(args[0], args[1], sel & 0xFFFF, r)
+        if base in ("min", "max") and n == 2:
+            if args[0].lane_only and args[1].lane_only:
+                f = min if base == "min" else max
+                return Value.const(cmap(f, args[0].constant, args[1].constant))
+            (alo, ahi), (blo, bhi) = r.interval(args[0]), r.interval(args[1])
+            first = ahi <= blo if base == "min" else alo >= bhi
+            second = bhi <= alo if base == "min" else blo >= ahi
+            return args[0] if first else args[1] if second else None
+        if base == "selp" and n == 3 and args[0] == args[1]:
+            return args[0]
+        return None
+
+    def induction(self, register: str, reach: tuple) -> InductionVariable | None:
+        """The induction variable a merge of definitions is: one write inside a loop, on every
+        trip, that leaves the register's value at the top of the loop plus a constant (`add`, or
+        `add` into another register and a `mov` back, as NVVM writes it), the rest entering the
+        loop from outside with one value."""
+        key = (register, reach)
+        if key in self._ivs:
+            return self._ivs[key]
+        self._ivs[key] = None
+        if len(reach) < 2 or reach[0] == UNDEFINED and len(reach) == 2:
+            return None  # only "whatever it held on entry" comes from outside: nothing to advance
+        for d in reach:
+            if d == UNDEFINED or self.statements[d - 1].guard is not None:
+                continue
+            for loop in self.cfg.loops_of(d):
+                outside = [x for x in reach if x != d]
+                if any(x != UNDEFINED and self.cfg.block_of(x) in loop.blocks for x in outside):
+                    continue
+                if not all(self.cfg.dominates(self.cfg.block_of(d), latch) for latch in loop.latches):
+                    break
+                inits = {self._defined(register, x) for x in outside}
+                if len(inits) != 1:
+                    break
+                step = self._step(register, reach, d, loop.number)
+                if step is None:
+                    break
+                iv = self._ivs[key] = InductionVariable(register, loop.number, d, step, inits.pop())
+                return iv
+        return None
+
+    def _step(self, register: str, reach: tuple, update: int, loop: int) -> int | None:
+        """What the write at `update` adds to the register's value at the top of the loop, if
+        a constant: the write is evaluated with that value as a symbol."""
+        top = Value.factor(("phi", register, loop))
+        saved = self._values
+        self._values = {}  # values under the hypothesis are not memoised beyond it
+        self._phis[(register, reach)] = top
+        try:
+            after = self._defined(register, update)
+        finally:
+            del self._phis[(register, reach)]
+            self._values = saved
+        step = after.plus(top, -1)
+        if step.lane_only and isinstance(step.constant, int) and step.constant:
+            return step.constant
+        return None
+
+    # -- accesses ----------------------------------------------------------------------------------
 
     def param_address(self, stmt: int) -> int | None:
         """The parameter-space byte offset an `ld.param` reads: `[param_0+40]`, or `[%rd1+-32]`
         with %rd1 = param_0 + 80."""
-        a = self.operands(stmt)[1]
-        if not isinstance(a, Addr):
+        a = self.operands(stmt)[1] if len(self.operands(stmt)) > 1 else None
+        if not isinstance(a, Addr) or a.base is None:
             return None
-        base = Affine.of({a.base.name: 1}) if isinstance(a.base, Sym) else self.value(a.base, stmt)
-        if base and len(base.terms) == 1 and base.terms[0][1] == 1 and base.terms[0][0] in self.params:
-            return self.params[base.terms[0][0]] + base.const + a.offset
+        v = self.value(a.base, stmt)
+        if v.factors() == {("pspace",)} and dict(v.terms).get((("pspace",),)) == 1 and isinstance(v.constant, int):
+            return v.constant + a.offset
         return None
+
+    def access(self, stmt: int) -> Access | None:
+        if stmt not in self._accesses:
+            self._accesses[stmt] = self._access(stmt)
+        return self._accesses[stmt]
+
+    def _access(self, stmt: int) -> Access | None:
+        s = self.statements[stmt - 1]
+        ops = self.operands(stmt)
+        addr = next((o for o in ops if isinstance(o, Addr)), None)
+        if addr is None:
+            return None
+        parts = s.opcode.split(".")
+        space = next((p for p in parts[1:] if p in _SPACES), "generic")
+        if addr.base is None:
+            v = Value.const(addr.offset)
+        else:
+            v = self.value(addr.base, stmt).plus(Value.const(addr.offset))
+        terms = dict(v.terms)
+        base = None
+        for f, c in terms.items():
+            if len(f) == 1 and c == 1 and (f[0][0] == "sym" or (f[0][0] == "param" and
+                                                                self._param_widths.get(f[0][1], (64,))[0] == 64)):
+                base = f[0]
+                break
+        if base is not None:
+            terms.pop((base,))
+            base = f"param+{base[1]}" if base[0] == "param" else f"{space}:{base[1]}"
+        const = lanes(terms.pop((), 0))
+        lane_bytes = tuple(x - const[0] for x in const) if any(x != const[0] for x in const) else None
+        data = ops[0] if parts[0] in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
+        return Access(stmt, space, base, const[0], lane_bytes, tuple(sorted(terms.items())),
+                      _bytes(s.opcode, data))
 
     def pointer_base(self, stmt: int) -> str | None:
-        """The parameter pointer (`param+N`) a memory access's address derives from, followed through
-        moves and 64-bit adds even where the offset is not affine (a computed index)."""
-        addr = next((o for o in self.operands(stmt) if isinstance(o, Addr)), None)
-        if addr is None or not isinstance(addr.base, Reg):
-            return None
-        return self._pointer(addr.base.name, stmt, 0)
-
-    def _pointer(self, register: str, at: int, depth: int) -> str | None:
-        d = self.definition(register, at)
-        if d is None or depth > 32:
-            return None
-        s = self.statements[d - 1]
-        if s.opcode.startswith("ld.param"):
-            off = self.param_address(d)
-            return None if off is None else f"param+{off}"
-        ops = self.operands(d)
-        if s.opcode.startswith(_PASS) and len(ops) == 2 and isinstance(ops[1], Reg):
-            return self._pointer(ops[1].name, d, depth + 1)
-        if s.opcode.startswith(("add.s64", "add.u64", "sub.s64", "sub.u64")):
-            found = {self._pointer(o.name, d, depth + 1) for o in ops[1:] if isinstance(o, Reg)} - {None}
-            return found.pop() if len(found) == 1 else None
-        return None
+        """The parameter pointer (`param+N`) a memory access's address derives from."""
+        acc = self.access(stmt)
+        return acc.base if acc is not None else None
 
     def store_epoch(self, load: int) -> list[int]:
         """The shared stores a shared load at statement `load` reads: those after the last barrier
@@ -151,125 +406,54 @@ class Dataflow:
                 return self.shared_stores[a:b]
         return []
 
-    # -- symbolic values -------------------------------------------------------------------------
 
-    def value(self, op, at: int) -> Affine | None:
-        if isinstance(op, Imm):
-            v = op.value
-            return Affine((), int(v)) if isinstance(v, int) else None
-        if isinstance(op, Sym):
-            return Affine.of({op.name: 1})  # a parameter, or the address of a .shared/.global symbol
-        if not isinstance(op, Reg):
-            return None
-        if op.name in _LANE_SPECIALS:
-            return Affine.of({_LANE_SPECIALS[op.name]: 1})
-        d = self.definition(op.name, at)
-        if d is None:
-            return None
-        key = (op.name, d)
-        if key not in self._values:
-            self._values[key] = None  # cycles (loops) resolve to unknown
-            self._values[key] = self._evaluate(d)
-        return self._values[key]
-
-    def _evaluate(self, stmt: int) -> Affine | None:
-        s = self.statements[stmt - 1]
-        op, ops = s.opcode, self.operands(stmt)
-        if op.startswith("ld.param"):
-            at = self.param_address(stmt)
-            return None if at is None else Affine.of({f"param+{at}": 1})
-        if op.startswith(_PASS) and len(ops) == 2 and not isinstance(ops[1], (Vec, Addr)):
-            return self.value(ops[1], stmt)
-        if len(ops) != 3:
-            return None
-        x, y = self.value(ops[1], stmt), self.value(ops[2], stmt)
-        if x is None or y is None:
-            return None
-        if op.startswith("add."):
-            return x.plus(y)
-        if op.startswith("sub."):
-            return x.plus(y, -1)
-        if op.startswith(("mul.lo.", "mul.wide.")):
-            if not y.terms:
-                return x.scaled(y.const)
-            if not x.terms:
-                return y.scaled(x.const)
-            return None
-        if op.startswith("shl.") and not y.terms:
-            return _shift_mask(x, y.const) or x.scaled(1 << y.const)
-        if op.startswith("and.") and not y.terms and not x.const:
-            return _mask(x, y.const)
-        return None
-
-    # -- accesses ----------------------------------------------------------------------------------
-
-    def access(self, stmt: int) -> Access | None:
-        s = self.statements[stmt - 1]
-        ops = self.operands(stmt)
-        addr = next((o for o in ops if isinstance(o, Addr)), None)
-        if addr is None:
-            return None
-        space = s.opcode.split(".")[1] if s.opcode.count(".") else ""
-        if space in ("weak", "volatile", "relaxed", "acquire"):
-            space = s.opcode.split(".")[2]
-        base_value = self.value(addr.base, stmt) if isinstance(addr.base, Reg) else (
-            Affine.of({addr.base.name: 1}) if isinstance(addr.base, Sym) else Affine((), 0))
-        if base_value is None:
-            return None
-        terms = dict(base_value.terms)
-        base = next((k for k in terms if k not in _LANEISH and not k.startswith("((")), None)
-        if base is not None and terms[base] == 1:
-            terms.pop(base)
-        else:
-            base = None
-        slab = terms.pop("tid.z", None)
-        lane = " + ".join(k if v == 1 and k.startswith("((") else f"{v}·{k}"
-                          for k, v in sorted(terms.items())) or None
-        width = _width(s.opcode, ops[0])
-        return Access(space, base, base_value.const + addr.offset, lane, slab, width)
+_SPACES = ("global", "shared", "param", "const", "local", "tex")
 
 
-_LANEISH = {"laneid", "tid.x", "tid.y", "tid.z", "ctaid.x", "ctaid.y", "ctaid.z"}
+def _bytes(opcode: str, data) -> int:
+    n = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}.get(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]), 4)
+    return n * (len(data.items) if isinstance(data, Vec) else 1)
 
 
-def _mask(x: Affine, mask: int) -> Affine | None:
-    """`(c·lane) & mask` for a lane register scaled by a power of two."""
-    if len(x.terms) != 1:
-        return None
-    name, c = x.terms[0]
-    if name not in ("laneid", "tid.x") or c <= 0 or c & (c - 1):
-        return None
-    s = c.bit_length() - 1
-    if mask == 31 << s:
-        return Affine.of({"laneid": c})  # (lane << s) & (31 << s) = (lane & 31) << s
-    if mask & ~(31 << s) == 0 and mask:
-        return Affine.of({f"((laneid<<{s})&{mask})": 1})
+_DECLARATION = re.compile(r"\.(?:shared|global|const|local)\b.*?\.align\s+(\d+).*?([A-Za-z_$][\w$]*)\s*(?:\[|;|=)", re.S)
+
+
+def _alignments(function, module) -> dict:
+    """symbol -> the alignment its declaration gives (module level and in the body)."""
+    texts = [item.text for item in (module.items if module is not None else ())
+             if getattr(item, "kind", None) in ("shared", "global", "const", "local", "extern", "visible")]
+    out = {}
+    for text in texts + body_directives(function):
+        m = _DECLARATION.search(text)
+        if m:
+            out[m.group(2)] = int(m.group(1))
+    return out
+
+
+def _tid_x(block: tuple | None) -> Value:
+    """%tid.x as the lane plus 32 per warp along x — true when the block's x extent is a multiple
+    of 32 (the lanes of a warp are consecutive threads), which is assumed where the entry does
+    not declare its block; otherwise %tid.x is a factor of its own."""
+    if block is not None and block[0] % 32:
+        return Value.factor(("sreg", "tid.x"))
+    if block is not None and block[0] == 32:
+        return _LANE
+    return _LANE.plus(Value.factor(("sreg", "tid.x>>5")).scaled(32))
+
+
+def block_dims(function) -> tuple | None:
+    """The block's extents the entry declares (`.reqntid`, else `.maxntid`), padded to 3."""
+    for key in ("reqntid", "maxntid"):
+        dims = function.directives.get(key)
+        if dims:
+            return tuple(dims) + (1,) * (3 - len(dims))
     return None
-
-
-def _shift_mask(x: Affine, k: int) -> Affine | None:
-    """`((laneid<<s)&m) << k` is `((laneid<<s+k)&(m<<k))`: keep the document's spelling."""
-    if x.const or len(x.terms) != 1 or x.terms[0][1] != 1 or not x.terms[0][0].startswith("((laneid<<"):
-        return None
-    inner = x.terms[0][0][len("((laneid<<"):-1]
-    s, m = inner.split(")&")
-    return Affine.of({f"((laneid<<{int(s) + k})&{int(m) << k})": 1})
-
-
-def _width(opcode: str, dest) -> int:
-    bits = {"u8": 1, "s8": 1, "b8": 1, "u16": 2, "s16": 2, "b16": 2, "f16": 2, "u32": 4, "s32": 4,
-            "b32": 4, "f32": 4, "u64": 8, "s64": 8, "b64": 8, "f64": 8}
-    n = bits.get(opcode.rsplit(".", 1)[-1], 4)
-    return n * (len(dest.items) if isinstance(dest, Vec) else 1)
 
 
 def block_z(function) -> int:
     """The %tid.z extent the entry declares (`.reqntid`/`.maxntid`), else the engine's 4."""
-    for key in ("reqntid", "maxntid"):
-        dims = function.directives.get(key)
-        if dims and len(dims) == 3:
-            return dims[2]
-    return 4
+    dims = block_dims(function)
+    return dims[2] if dims else 4
 
 
 def param_offsets(params) -> dict[str, int]:
@@ -283,126 +467,147 @@ def param_offsets(params) -> dict[str, int]:
     return out
 
 
-def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogue]) -> list[dict]:
-    """Per phase: a_source, b_source, c_source (the seed of each accumulator chain), b_offsets,
-    c_offsets, slab_stride and the lane terms of its loads."""
-    d_of: dict[str, int] = {}  # D register -> phase
-    epilogues = _Epilogues(epilogues)
-    out = []
-    for p in phases:
-        sources = {"A": [], "B": [], "C": []}
-        chained: set[tuple] = set()  # D tuples of this phase: a C among them continues a chain
-        for stmt in range(p.first_stmt, p.last_stmt + 1):
-            d, a, b, c = flow.operands(stmt)[:4]
-            sources["A"].append(_source(flow, a, stmt, p.phase, d_of, epilogues))
-            sources["B"].append(_source(flow, b, stmt, p.phase, d_of, epilogues))
-            if register_names(c) not in chained:
-                sources["C"].append(_source(flow, c, stmt, p.phase, d_of, epilogues))
-            chained.add(register_names(d))
-            for r in d.items:
-                d_of[str(r)] = p.phase
-        row = {}
-        for name, found in sources.items():
-            kinds = Counter(str(s) for s in found)
-            row[f"{name.lower()}_source"] = " + ".join(k for k, _ in kinds.most_common())
-        for name in ("B", "C"):
-            offsets = sorted({acc.offset for s in sources[name] for acc in s.accesses})
-            row[f"{name.lower()}_offsets"] = offsets
-        # the %tid.z stride of the phase's weight loads: B's, or C's where B reads no weights (phase 7)
-        slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride} or \
-            {acc.slab_stride for s in sources["C"] for acc in s.accesses if acc.slab_stride}
-        row["slab_stride"] = next(iter(slabs)) if len(slabs) == 1 else None
-        row["slab_strides"] = sorted(slabs)  # more than one would be a mixed-slab B operand
-        row["lane_terms"] = sorted({acc.lane for n in "ABC" for s in sources[n] for acc in s.accesses if acc.lane})
-        out.append(row)
-    return out
+# -- operand sources ---------------------------------------------------------------------------------
 
 
-def _source(flow: Dataflow, operand, stmt: int, phase: int, d_of: dict, epilogues) -> Source:
-    regs = [str(r) for r in (operand.items if isinstance(operand, Vec) else (operand,))]
-    if all(r in d_of for r in regs) and all(flow.definition(r, stmt) is not None and
-                                            flow.statements[flow.definition(r, stmt) - 1].opcode.startswith("mma.")
-                                            for r in regs):
-        return Source("D", f"phase {d_of[regs[0]]}")
-    defs = {flow.definition(r, stmt) for r in regs}
-    if None in defs:
-        return Source("input")
-    kinds = [_trace(flow, d, d_of, epilogues, depth=0) for d in sorted(defs)]
-    first = kinds[0]
-    if all(k.kind == first.kind and k.detail == first.detail for k in kinds):
-        return Source(first.kind, first.detail, [a for k in kinds for a in k.accesses])
-    return Source("computed", ", ".join(sorted({str(k) for k in kinds})))
+class _Tracer:
+    """Traces registers back to their sources, memoised per (register, statement)."""
 
+    def __init__(self, flow: Dataflow, phases: list[Phase], epilogues: list[Epilogue]):
+        self.flow = flow
+        self.phase_of: dict[int, int] = {}
+        for p in phases:
+            for st in range(p.first_stmt, p.last_stmt + 1):
+                if flow.statements[st - 1].opcode.startswith(MMA_PREFIXES):
+                    self.phase_of[st] = p.phase
+        self.epilogues = _Epilogues(epilogues)
+        self._memo: dict[tuple, Source] = {}
 
-def _trace(flow: Dataflow, stmt: int, d_of: dict, epilogues, depth: int) -> Source:
-    s = flow.statements[stmt - 1]
-    op = s.opcode
-    if op.startswith("ld."):
-        acc = flow.access(stmt)
-        if acc is None and op.startswith("ld.shared"):
-            return Source("shared", _staged_source(flow, stmt, None, d_of, epilogues, depth))
-        if acc is None:
-            return Source("computed", epilogues.of(stmt))
-        if acc.space == "shared":
-            staged = _staged_source(flow, stmt, acc, d_of, epilogues, depth)
-            return Source("shared", staged, [acc])
-        if acc.space == "param":
-            return Source("input", "", [acc])
-        kind = "weight" if acc.lane and "·laneid" in acc.lane and "&" not in acc.lane else "table"
-        return Source(kind, acc.base or "?", [acc])
-    if op.startswith("mov.") and not s.uses:
-        ops = flow.operands(stmt)
-        if isinstance(ops[1], Imm) and ops[1].value == 0:
-            return Source("zero")
-    if depth < 40 and (op.startswith(("cvt.", "mov.b32", "mov.b64", "movmatrix", "mov.u32", "mov.b16"))):
-        phases = set()
-        transpose = op.startswith("movmatrix")
+    def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
+        """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
+        found = [self.register(r, at, skip) for r in dict.fromkeys(regs)]
+        return _combine(found)
+
+    def register(self, reg: str, at: int, skip: frozenset = frozenset()) -> Source:
+        reach = tuple(d for d in self.flow.reaching(reg, at) if d not in skip)
+        return _combine([self.definition(reg, d, 0) for d in reach]) if reach else Source("input")
+
+    def definition(self, reg: str, stmt: int, depth: int) -> Source:
+        if stmt == UNDEFINED:
+            return Source("input")
+        key = (reg, stmt)
+        if key not in self._memo:
+            self._memo[key] = Source("computed", self.epilogues.of(stmt))  # cycles: computed
+            self._memo[key] = self._trace(reg, stmt, depth)
+        return self._memo[key]
+
+    def _uses(self, stmt: int, depth: int) -> list[Source]:
+        s = self.flow.statements[stmt - 1]
+        out = []
         for u in s.uses:
-            if u in d_of and flow.statements[flow.definition(u, stmt) - 1].opcode.startswith("mma."):
-                phases.add(d_of[u])
+            if s.guard and u == s.guard.lstrip("!"):
                 continue
-            d = flow.definition(u, stmt)
-            if d is None:
-                continue
-            inner = _trace(flow, d, d_of, epilogues, depth + 1)
-            if inner.kind in ("pack", "transpose", "D"):
-                transpose = transpose or inner.kind == "transpose"
-                phases.add(int(inner.detail.rsplit(" ", 1)[-1]))
-            elif inner.kind == "computed":
-                return inner  # a repack names the epilogue that computed the values
-            else:
-                return Source("computed", epilogues.of(stmt))
-        if len(phases) == 1:
-            return Source("transpose" if transpose else "pack", f"D of phase {phases.pop()}")
-    return Source("computed", epilogues.of(stmt))
+            reach = self.flow.reaching(u, stmt)
+            out.append(_combine([self.definition(u, d, depth + 1) for d in reach]))
+        return out
 
+    def _trace(self, reg: str, stmt: int, depth: int) -> Source:
+        flow = self.flow
+        s = flow.statements[stmt - 1]
+        op = s.opcode
+        here = Source("computed", self.epilogues.of(stmt))
+        if stmt in self.phase_of:
+            return Source("D", f"phase {self.phase_of[stmt]}", phase=self.phase_of[stmt])
+        if op.startswith("ld."):
+            acc = flow.access(stmt)
+            if op.startswith("ld.shared") or (acc is not None and acc.space == "shared"):
+                return Source("shared", self._staged(stmt, acc, depth), [acc] if acc else [])
+            if acc is None:
+                return here
+            if acc.space == "param":
+                return Source("input", "", [acc])
+            kind = "weight" if acc.lane_linear else "table"
+            return Source(kind, acc.base or "?", [acc])
+        ops = flow.operands(stmt)
+        if op.startswith("mov.") and not s.uses and len(ops) == 2 and isinstance(ops[1], Imm):
+            return Source("zero") if ops[1].value == 0 else here
+        if depth >= 40:
+            return here
+        if op.startswith("mov.") and len(ops) == 2 and (isinstance(ops[1], Vec) or isinstance(ops[0], Vec)):
+            # joins and splits of halves carry what the parts were: loads stay loads, packs packs
+            inner = self._uses(stmt, depth)
+            merged = _combine(inner)
+            if merged.kind in ("weight", "table", "pack", "transpose", "D", "zero"):
+                return merged if merged.kind not in ("D", "transpose") else _packed(merged, False)
+            if merged.kind == "computed":
+                return merged
+            return here
+        if op.startswith(("cvt.", "mov.", "movmatrix")):
+            transpose = op.startswith("movmatrix")
+            phases = set()
+            for inner in self._uses(stmt, depth):
+                if inner.kind in ("pack", "transpose", "D"):
+                    transpose = transpose or inner.kind == "transpose"
+                    phases.add(inner.phase)
+                elif inner.kind == "computed":
+                    return inner  # a repack names the epilogue that computed the values
+                else:
+                    return here
+            if len(phases) == 1:
+                p = phases.pop()
+                return Source("transpose" if transpose else "pack", f"D of phase {p}", phase=p)
+        return here
 
-def _addresses(acc: Access, planes: int) -> set[int]:
-    return {acc.offset + (acc.slab_stride or 0) * z for z in range(planes)}
-
-
-def _staged_source(flow: Dataflow, stmt: int, load: Access | None, d_of: dict, epilogues, depth: int) -> str:
-    """What the shared stores a shared load reads had stored: the stores of its epoch
-    (`Dataflow.store_epoch`); of those, the ones with the same base and lane term at an address
-    some %tid.z plane of the block can meet, when the addresses can be compared at all."""
-    stores = flow.store_epoch(stmt)
-    if load is not None:
-        wanted = _addresses(load, flow.block_z)
-        matching = []
+    def _staged(self, stmt: int, load: Access | None, depth: int) -> str:
+        """What the shared stores a shared load reads had stored: the stores of its epoch
+        (`Dataflow.store_epoch`); of those, the ones with the same base and lane part at an address
+        some %tid.z plane of the block can meet, when the addresses can be compared at all."""
+        flow = self.flow
+        stores = flow.store_epoch(stmt)
+        if load is not None:
+            wanted = load.planes(flow.block_z)
+            matching = []
+            for st in stores:
+                acc = flow.access(st)
+                if acc is not None and acc.base == load.base and acc.lane_bytes == load.lane_bytes \
+                        and wanted & acc.planes(flow.block_z):
+                    matching.append(st)
+            stores = matching or stores
+        found = set()
         for st in stores:
-            acc = flow.access(st)
-            if acc is not None and acc.base == load.base and acc.lane == load.lane \
-                    and wanted & _addresses(acc, flow.block_z):
-                matching.append(st)
-        stores = matching or stores
-    found = set()
-    for st in stores:
-        data = flow.operands(st)[1]
-        regs = data.items if isinstance(data, Vec) else (data,)
-        for r in regs:
-            d = flow.definition(str(r), st)
-            found.add("?" if d is None else str(_trace(flow, d, d_of, epilogues, depth + 1)))
-    return " + ".join(sorted(found))
+            data = flow.operands(st)[1]
+            for r in (data.items if isinstance(data, Vec) else (data,)):
+                if not isinstance(r, Reg):
+                    found.add("computed")
+                    continue
+                reach = flow.reaching(r.name, st)
+                found.add(str(_combine([self.definition(r.name, d, depth + 1) for d in reach])))
+        return " + ".join(sorted(found))
+
+
+def _packed(src: Source, transpose: bool) -> Source:
+    return Source("transpose" if transpose or src.kind == "transpose" else "pack", f"D of phase {src.phase}",
+                  phase=src.phase)
+
+
+def _combine(found: list[Source]) -> Source:
+    """One source for several registers or reaching definitions: the same source (accesses
+    joined), or a merge of the different ones."""
+    if not found:
+        return Source("input")
+    if len(found) == 1:
+        return found[0]
+    distinct: dict[tuple, Source] = {}
+    for s in found:
+        if s.kind == "merge":
+            for a in s.alternatives:
+                distinct.setdefault(a.key, Source(a.kind, a.detail, [], a.phase)).accesses.extend(a.accesses)
+        else:
+            distinct.setdefault(s.key, Source(s.kind, s.detail, [], s.phase)).accesses.extend(s.accesses)
+    if len(distinct) == 1:
+        return next(iter(distinct.values()))
+    alts = sorted(distinct.values(), key=str)
+    return Source("merge", " | ".join(map(str, alts)), [a for s in alts for a in s.accesses], alternatives=alts)
 
 
 class _Epilogues:
@@ -417,3 +622,111 @@ class _Epilogues:
         if i >= 0 and stmt <= self.nonempty[i].last_stmt:
             return f"epilogue {self.nonempty[i].epilogue}"
         return "?"
+
+
+def phase_operands(flow: Dataflow, phase: Phase, tracer: _Tracer) -> dict[str, list[Source]]:
+    """Per role, the source of every A and B operand of the phase's mma statements and of every
+    accumulator chain's seed C (a C that is the D of an mma of the same phase — the chain going
+    on, also round a loop's back edge — is no separate source)."""
+    sources: dict[str, list[Source]] = {"A": [], "B": [], "C": []}
+    own = frozenset(st for st in range(phase.first_stmt, phase.last_stmt + 1) if tracer.phase_of.get(st) == phase.phase)
+    for stmt in sorted(own):
+        ops = mma_operands(flow.statements[stmt - 1].opcode, flow.operands(stmt))
+        if ops is None:
+            continue
+        d, a, b, c = ops
+        for role, regs in (("A", a), ("B", b)):
+            if regs:
+                sources[role].append(tracer.operand(regs, stmt))
+        if c is None:
+            sources["C"].append(Source("zero"))
+            continue
+        chained = all(set(flow.reaching(r, stmt)) <= own for r in c)
+        if not chained:
+            sources["C"].append(tracer.operand(c, stmt, own))
+    return sources
+
+
+def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogue]) -> list[dict]:
+    """Per phase: a_source, b_source, c_source (the seed of each accumulator chain), their
+    offsets, the slab stride, the lane terms of its loads, and the structured `operands`."""
+    tracer = _Tracer(flow, phases, epilogues)
+    out = []
+    for p in phases:
+        sources = phase_operands(flow, p, tracer)
+        row = {}
+        for name, found in sources.items():
+            kinds = Counter(str(s) for s in found)
+            row[f"{name.lower()}_source"] = " + ".join(k for k, _ in kinds.most_common())
+        for name in ("A", "B", "C"):
+            row[f"{name.lower()}_offsets"] = sorted({acc.offset for s in sources[name] for acc in s.accesses})
+        # the %tid.z stride of the phase's weight loads: B's, or C's where B reads no weights (phase 7)
+        slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride} or \
+            {acc.slab_stride for s in sources["C"] for acc in s.accesses if acc.slab_stride}
+        row["slab_stride"] = next(iter(slabs)) if len(slabs) == 1 else None
+        row["slab_strides"] = sorted(slabs)  # more than one would be a mixed-slab B operand
+        row["lane_terms"] = sorted({acc.lane for n in "ABC" for s in sources[n] for acc in s.accesses if acc.lane})
+        row["operands"] = {name: operand_json(found) for name, found in sources.items()}
+        row["loop"] = loop_json(flow, p)
+        out.append(row)
+    return out
+
+
+def factor_json(f: tuple) -> dict:
+    kind = f[0]
+    if kind == "sreg":
+        return {"kind": f[1]}
+    if kind == "param":
+        return {"kind": "param", "offset": f[1]}
+    if kind == "trip":
+        return {"kind": "induction", "loop": f[1]}
+    if kind == "sym":
+        return {"kind": "symbol", "name": f[1]}
+    if kind == "pspace":
+        return {"kind": "param_space"}
+    if kind == "input":
+        return {"kind": "input", "register": f[1]}
+    return {"kind": "value", "stmt": f[1], "register": f[2]}
+
+
+def term_json(factors: tuple, coefficient) -> dict:
+    out = {"coefficient": coefficient if isinstance(coefficient, int) else None,
+           "factors": [factor_json(x) for x in factors]}
+    if not isinstance(coefficient, int):
+        out["lane_coefficients"] = list(coefficient)
+    return out
+
+
+def _source_json(src: Source) -> dict:
+    accs = src.accesses
+    bases = sorted({a.base for a in accs if a.base}) if accs else []
+    lane_parts = {a.lane_bytes for a in accs}
+    terms = sorted({(f, c) for a in accs for f, c in a.terms}, key=repr)
+    return {
+        "source": str(src), "kind": src.kind,
+        "base": bases[0] if len(bases) == 1 else None,
+        "phase": src.phase,
+        "offsets": sorted({a.offset for a in accs}),
+        "lane_bytes": list(next(iter(lane_parts))) if len(lane_parts) == 1 and None not in lane_parts else None,
+        "terms": [term_json(f, c) for f, c in terms],
+    }
+
+
+def operand_json(found: list[Source]) -> dict | None:
+    """One role's sources over the phase as plain data (see docs/formats.md)."""
+    if not found:
+        return None
+    merged = _combine(found)
+    out = _source_json(merged)
+    if len({s.key for s in found}) > 1 and merged.kind != "merge":
+        out["source"] = " + ".join(k for k, _ in Counter(str(s) for s in found).most_common())
+    if merged.kind == "merge":
+        out["alternatives"] = [_source_json(a) for a in merged.alternatives]
+    return out
+
+
+def loop_json(flow: Dataflow, phase: Phase) -> dict | None:
+    from rr.describe.loops import describe_loop
+
+    loops = flow.cfg.loops_of(phase.first_stmt)
+    return describe_loop(flow, loops[0], phase) if loops else None

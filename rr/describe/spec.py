@@ -3,48 +3,66 @@ JSON (DESIGN §3)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
+from rr.describe.loops import describe_loop
 from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
 from rr.describe.provenance import Dataflow, operand_sources
 from rr.describe.summary import ParamUse, summarise_epilogue, summarise_params
 from rr.ptx.linearise import Statement
 
+
 class NothingToDescribe(ValueError):
     pass
 
 
-def describe(statements: list[Statement], entry: str) -> tuple[list[Phase], list[Epilogue]]:
-    phases = find_phases(statements)
+def describe(statements: list[Statement], entry: str, grouping: str = "run", cfg=None) -> tuple[list[Phase], list[Epilogue]]:
+    phases = find_phases(statements, grouping, cfg)
     if not phases:
         raise NothingToDescribe(f"{entry}: no mma statements in its {len(statements)} statements, "
                                 "so it has no phases to describe")
     return phases, find_epilogues(statements, phases)
 
 
-def weight_extent(sources: list[dict], params: dict[int, ParamUse]) -> int | None:
-    """The extent of the pointer(s) the phases' B fragments are loaded through."""
-    bases = {int(src["b_source"].split("param+", 1)[1].split(")", 1)[0])
-             for src in sources if src["b_source"].startswith("weight(param+")}
-    extents = [params[b].extent for b in bases if b in params and params[b].extent is not None]
-    return max(extents) if extents else None
+def weight_image(sources: list[dict]) -> str | None:
+    """The pointer (`param+N`) most of the phases' B fragments are loaded through as weights."""
+    bases = Counter(src["operands"]["B"]["base"] for src in sources
+                    if src["operands"]["B"] and src["operands"]["B"]["kind"] == "weight")
+    bases.pop(None, None)
+    return bases.most_common(1)[0][0] if bases else None
 
 
-def spec_json(entry: str, statements: list[Statement], params: dict[str, int], block_z: int = 4) -> dict:
-    phases, epilogues = describe(statements, entry)
-    flow = Dataflow(statements, params, block_z)
+def weight_extent(weights: str | None, params: dict[int, ParamUse]) -> int | None:
+    """The extent of the weight image pointer: the highest byte any load reads through it."""
+    if weights is None or not weights.startswith("param+"):
+        return None
+    use = params.get(int(weights[len("param+"):]))
+    return use.extent if use is not None else None
+
+
+def spec_json(function, statements: list[Statement] | None = None, grouping: str = "run", module=None) -> dict:
+    """DESIGN §3's description of one entry (`grouping`: see `rr.describe.phases`)."""
+    flow = Dataflow(function, statements, module)
+    statements, entry, block_z = flow.statements, function.name, flow.block_z
+    phases, epilogues = describe(statements, entry, grouping, flow.cfg)
     sources = operand_sources(flow, phases, epilogues)
-    summaries = [summarise_epilogue(flow, e) for e in epilogues]
+    weights = weight_image(sources)
+    summaries = [summarise_epilogue(flow, e, weights) for e in epilogues]
     uses = summarise_params(flow)
     return {
         "entry": entry,
         "statements": len(statements),
         "block_z": block_z,
+        "grouping": grouping,
         "phases": [{
             "phase": p.phase, "first_stmt": p.first_stmt, "last_stmt": p.last_stmt, "mma": p.mma,
             "opcode": p.opcode, "a_quads": p.a_quads, "b_pairs": p.b_pairs, "chains": p.chains,
             "chain_len": p.chain_len, "chain_lengths": list(p.chain_lengths), "m": p.m, "n": p.n,
             "k": p.k, "M": p.M, "N": p.N, "K": p.K, "tiles": p.tiles, "identity": p.identity,
-            "problem": p.problem, **src,
+            "problem": p.problem, "runs": [list(r) for r in p.runs], **src,
         } for p, src in zip(phases, sources)],
+        "loops": [describe_loop(flow, lp) for lp in flow.cfg.loops],
+        "irreducible": [[flow.cfg.blocks[a].last, flow.cfg.blocks[b].first] for a, b in flow.cfg.irreducible],
         "epilogues": [{"epilogue": e.epilogue, "first_stmt": e.first_stmt, "last_stmt": e.last_stmt,
                        "stmts": e.stmts, "name": m.name, "ops": e.ops, "traffic": m.traffic,
                        "reductions": m.reductions, "constants": m.constants}
@@ -52,7 +70,8 @@ def spec_json(entry: str, statements: list[Statement], params: dict[str, int], b
         "params": [{"offset": u.offset, "width": u.width, "kind": u.kind, "role": u.role, "read": u.read,
                     "written": u.written, "sampled": u.sampled, "extent": u.extent, "stmts": u.stmts}
                    for u in uses.values()],
-        "weight_extent": weight_extent(sources, uses),
+        "weight_image": weights,
+        "weight_extent": weight_extent(weights, uses),
     }
 
 

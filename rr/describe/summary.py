@@ -27,7 +27,7 @@ class EpilogueSummary:
     name: str = ""
 
 
-def _traffic_kind(flow: Dataflow, stmt: int, opcode: str) -> str | None:
+def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -> str | None:
     if opcode.startswith("tex."):
         return "texture reads"
     if opcode.startswith("sust."):
@@ -42,28 +42,33 @@ def _traffic_kind(flow: Dataflow, stmt: int, opcode: str) -> str | None:
         return "global stores"
     if opcode.startswith(("ld.global", "ld.weak.global", "ld.volatile.global")):
         acc = flow.access(stmt)
-        if acc and acc.lane and "&" in acc.lane:
+        if weights is not None and acc is not None and acc.base is not None and acc.base != weights:
+            return "global loads"  # through another pointer than the weight image's (the input image)
+        if acc is not None and acc.lane_bytes is not None and not acc.lane_linear:
             return "table loads"
         return "weight loads"
     return None
 
 
-def summarise_epilogue(flow: Dataflow, e: Epilogue) -> EpilogueSummary:
+def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: str | None = None) -> EpilogueSummary:
+    """What epilogue `e` does; `weights` is the weight image's pointer (`param+40`), which tells
+    weight and table loads from other global loads."""
     out = EpilogueSummary()
     if not e.stmts:
         return out
     traffic: Counter = Counter()
     for stmt in range(e.first_stmt, e.last_stmt + 1):
         s = flow.statements[stmt - 1]
-        kind = _traffic_kind(flow, stmt, s.opcode)
+        kind = _traffic_kind(flow, stmt, s.opcode, weights)
         if kind:
             traffic[kind] += 1
         ops = None
         if s.opcode.startswith("shfl."):
             ops = flow.operands(stmt)
-            delta = flow.value(ops[2], stmt)
-            out.reductions.append({"stmt": stmt, "kind": s.opcode.split(".")[2],
-                                   "delta": delta.const if delta is not None and not delta.terms else None})
+            delta = flow.value(ops[2], stmt) if len(ops) > 2 else None
+            uniform = delta is not None and delta.lane_only and isinstance(delta.constant, int)
+            out.reductions.append({"stmt": stmt, "kind": s.opcode.split(".")[2] if s.opcode.count(".") > 1 else "?",
+                                   "delta": delta.constant if uniform else None})
         if s.opcode in ("mov.f32", "mov.f64"):
             ops = ops or flow.operands(stmt)
             if isinstance(ops[1], Imm) and ops[1].text[:2].lower() in ("0f", "0d"):
@@ -128,21 +133,6 @@ class ParamUse:
                                          ("written", self.written)) if on) or "pointer, unused"
 
 
-def _lane_extent(lane: str | None) -> int:
-    """The largest byte a lane term adds: 31·c for c·laneid, the mask for ((laneid<<s)&mask)."""
-    if not lane:
-        return 0
-    total = 0
-    for term in lane.split(" + "):
-        if "&" in term:
-            c = int(term.split("·", 1)[0]) if "·" in term.split("(", 1)[0] else 1
-            total += c * int(term.rstrip(")").rsplit("&", 1)[1])
-        elif "·" in term:
-            c, name = term.split("·", 1)
-            total += int(c) * (31 if name in ("laneid", "tid.x") else 0)
-    return total
-
-
 def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
     """Every parameter offset the entry reads, and what it does with each."""
     uses: dict[int, ParamUse] = {}
@@ -161,7 +151,7 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         if not op.startswith(("ld.", "st.", "tex.", "sust.")) or op.startswith(("ld.param", "st.param")):
             continue
         acc = flow.access(s.stmt)
-        base = acc.base if acc is not None and acc.base else flow.pointer_base(s.stmt)
+        base = acc.base if acc is not None else None
         if not base or not base.startswith("param+"):
             continue
         u = uses.get(int(base[6:]))
@@ -173,6 +163,7 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
             u.written = True
         else:
             u.read = True
-            if acc is not None and acc.base == base:  # an affine address: its extent is known
-                u.extent = max(u.extent or 0, acc.offset + _lane_extent(acc.lane) + acc.width)
+            if all(f == (("sreg", "tid.z"),) for f, _ in acc.terms):
+                # base + lane part + offset (+ slab, which is reported apart): its extent is known
+                u.extent = max(u.extent or 0, acc.offset + max(acc.lane_bytes or (0,)) + acc.width)
     return dict(sorted(uses.items()))

@@ -8,8 +8,9 @@ import hashlib
 from pathlib import Path
 
 from rr.describe import find_epilogues, find_phases
+from rr.describe.provenance import Dataflow
 from rr.io import write_json, write_text
-from rr.ptx import linearise, parse_file
+from rr.ptx import parse_file
 from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
@@ -31,45 +32,46 @@ def cut_range(recipe: Recipe, phase: int, phases, epilogues) -> tuple[int, int]:
     return first, last
 
 
-def _probe(recipe: Recipe, function, statements, first: int, last: int) -> tuple[list[str], str, dict]:
-    """The cut unchanged, then the probe stores; (replacement, the new parameter's name, record)."""
-    from rr.describe.provenance import Dataflow, param_offsets
+def _probe(recipe: Recipe, flow, first: int, last: int) -> tuple[list[str], list[str], str, dict]:
+    """The cut unchanged, with the probe stores placed in it; (replacement, declarations, the new
+    parameter's name, record)."""
     from rr.templates.isolate import register_types
-    from rr.templates.probe import probe_block, probe_words
+    from rr.templates.probe import probe_code, probe_words, word_names
 
     chosen = recipe.params.get("registers", ["A", "B", "C", "D"])
-    flow = Dataflow(statements, param_offsets(function.params))
-    words, mmas = probe_words(statements, first, last, list(chosen), flow.operands)
+    function = flow.function
+    words, mmas = probe_words(flow.statements, first, last, list(chosen), flow.operands)
     param = f"{function.name}_param_probe"
-    replacement = [s.text for s in statements[first - 1:last]]
-    replacement.append(probe_block(words, param, register_types(function)))
-    record = {"param": param, "words_per_thread": len(words), "registers": words, "mma": mmas,
+    replacement, declarations = probe_code(flow.statements, first, last, words, param, register_types(function))
+    record = {"param": param, "words_per_thread": len(words), "registers": word_names(words), "mma": mmas,
               "after_stmt": last, "layout": "[block][thread][word] uint32, block and thread linear"}
-    return replacement, param, record
+    return replacement, declarations, param, record
 
 
-def _template(name: str, function, statements, first: int, last: int, live, func_name: str):
-    """(replacement statements, new register declarations, new functions) from a template."""
+def _template(name: str, flow, phases, epilogues, first: int, last: int, live, func_name: str):
+    """(replacement statements, new register declarations, new functions, the template's record)."""
+    function, statements = flow.function, flow.statements
     if name == "isolate":
         from rr.templates.isolate import isolate
 
         iso = isolate(function, statements, first, last, live.live_in, live.live_out, func_name)
-        return [iso.call_site], [], [iso.function]
+        return [iso.call_site], [], [iso.function], {}
     if name == "regen":
-        from rr.describe.provenance import Dataflow, block_z, param_offsets
         from rr.templates.regen import regen
 
-        flow = Dataflow(statements, param_offsets(function.params), block_z(function))
-        replacement, declarations = regen(flow, statements, first, last, live.live_out, function.params)
-        return replacement, declarations, []
+        replacement, declarations, record = regen(flow, phases, epilogues, first, last, live.live_out,
+                                                  function.params)
+        return replacement, declarations, [], {"regen": record}
     from rr.templates.f32acc import f32acc
 
     replacement, declarations = f32acc(statements, first, last, live.live_out)
-    return replacement, declarations, []
+    return replacement, declarations, [], {}
 
 
-def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path) -> dict:
-    """Apply `recipe` to `phase` (default: the recipe's) and write output and output.splice.json."""
+def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path,
+           grouping: str = "run") -> dict:
+    """Apply `recipe` to `phase` (default: the recipe's; numbered by `grouping`) and write output
+    and output.splice.json."""
     ptx = Path(ptx)
     text = ptx.read_text()
     module = parse_file(ptx)
@@ -77,19 +79,21 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         function = module.function(entry)
     except KeyError as e:
         raise SpliceError(e.args[0]) from None
-    statements = linearise(function)
-    phases = find_phases(statements)
+    flow = Dataflow(function, module=module)
+    statements = flow.statements
+    phases = find_phases(statements, grouping, flow.cfg)
+    epilogues = find_epilogues(statements, phases)
     phase = recipe.phase if phase is None else phase
-    first, last = cut_range(recipe, phase, phases, find_epilogues(statements, phases))
+    first, last = cut_range(recipe, phase, phases, epilogues)
     live = cut_liveness(function, statements, first, last)
-    probe, extra_params = None, []
+    probe, extra_params, extra = None, [], {}
     try:
         if recipe.template == "probe":
-            replacement, param, probe = _probe(recipe, function, statements, first, last)
-            declarations, functions, extra_params = [], [], [f".param .u64 {param}"]
+            replacement, declarations, param, probe = _probe(recipe, flow, first, last)
+            functions, extra_params = [], [f".param .u64 {param}"]
         else:
-            replacement, declarations, functions = _template(recipe.template, function, statements, first,
-                                                             last, live, f"rr_{entry}_phase{phase}_isolated")
+            replacement, declarations, functions, extra = _template(
+                recipe.template, flow, phases, epilogues, first, last, live, f"rr_{entry}_phase{phase}_isolated")
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
     result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
@@ -101,6 +105,9 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         "predicates_out": live.predicates_out, "source_sha1": hashlib.sha1(text.encode()).hexdigest(),
         "spliced_sha1": hashlib.sha1(result.text.encode()).hexdigest(),
     }
+    if grouping != "run":
+        record["grouping"] = grouping
+    record.update(extra)
     if probe:
         record["probe"] = probe
     write_text(output, result.text)

@@ -9,20 +9,25 @@ PSNR, not identity.
 
 from __future__ import annotations
 
+import re
+
 from rr.ptx.linearise import Statement
 from rr.ptx.model import register_names
 from rr.ptx.operands import parse_instruction
 from rr.templates import TemplateError
 
+_F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")
 
 
 def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str]]:
     """(replacement statements, new register declarations) for a cut of mma statements only."""
     cut = statements[first - 1:last]
     others = [s for s in cut if not s.opcode.startswith("mma.")]
-    if others:
-        raise TemplateError(f"f32acc replaces mma statements only; the cut s{first}–s{last} also has "
-                            f"{others[0].opcode} at s{others[0].stmt}")
+    chains = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
+    if any(chains & set(s.uses) for s in others):
+        bad = next(s for s in others if chains & set(s.uses))
+        raise TemplateError(f"f32acc replaces the mma of a phase; s{bad.stmt} ({bad.opcode}) in the cut reads "
+                            "an accumulator")
     out: list[str] = []
     wide: dict[tuple, list[str]] = {}  # f16 D pair of this cut -> the f32 quad holding it
     n_f32 = n_b16 = 0
@@ -39,9 +44,13 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
 
     needed = set(live_out)
     for s in cut:
+        if not s.opcode.startswith("mma."):
+            out.append(s.text)  # a grouped phase's operand loads, kept in their place
+            continue
         _, opcode, ops = parse_instruction(s.text)
-        if ".f16.e4m3.e4m3.f16" not in opcode:
-            raise TemplateError(f"s{s.stmt}: {opcode} is not an f16-accumulating e4m3 mma")
+        m = _F16_ACCUMULATE.search(opcode)
+        if m is None:
+            raise TemplateError(f"s{s.stmt}: {opcode} is not an f16-accumulating fp8 mma")
         d, a, b, c = (register_names(op) for op in ops[:4])
         acc = wide.get(c)
         if acc is None:  # a chain's seed: widen the f16 pair
@@ -51,7 +60,7 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
                 out += [f"mov.b32 \t{{{h_lo}, {h_hi}}}, {reg};", f"cvt.f32.f16 \t{lo}, {h_lo};",
                         f"cvt.f32.f16 \t{hi}, {h_hi};"]
         new = [f32() for _ in range(4)]
-        out.append(f"{opcode.replace('.f16.e4m3.e4m3.f16', '.f32.e4m3.e4m3.f32')}\n\t{{{', '.join(new)}}},\n"
+        out.append(f"{opcode[:m.start()]}.f32.{m.group(1)}.{m.group(2)}.f32{opcode[m.end():]}\n\t{{{', '.join(new)}}},\n"
                    f"\t{{{', '.join(a)}}},\n\t{{{', '.join(b)}}}, {{{', '.join(acc)}}};")
         wide[d] = new
         if needed & set(d):

@@ -1,159 +1,378 @@
 """The `regen` template: the phase re-emitted from its description alone.
 
 Every A and B fragment and every C seed that the description traces to global memory is loaded
-again from its derived address — base parameter, lane term, `%tid.z` slab and byte offset —
-instead of reusing the registers the engine loaded. Operands the epilogue before computed in
-registers (packs, transposes, shared-memory reads, a C chained from an earlier phase's D, a zero)
-are read from those registers (live-ins): they are the epilogue's work, not the phase's. The chains are emitted in canonical order (m-tile, n-tile, then k) and
-each chain's last step writes the register the rest of the kernel reads. If the spliced kernel's
-output is byte-identical to the engine's, the description is complete.
+again from its derived address — base pointer, lane part, every other term (the `%tid.z` slab, the
+block, scalar parameters, a loop's trip index) and byte offset — instead of reusing the registers
+the engine loaded. Inside a loop the address is rebuilt per trip: the trip index comes from one of
+the loop's induction registers, read as it stands at the cut. Operands the epilogue before computed
+in registers (packs, transposes, shared-memory reads, a C chained from an earlier phase's D, a
+zero, an accumulator carried round a loop) are read from those registers (live-ins): they are the
+epilogue's work, not the phase's. An operand traced to global memory that cannot be rebuilt (a
+load under a guard, an address with a data-dependent term, several loads reaching through
+branches) refuses the splice, naming the operand and the term; nothing is passed through
+silently. The record says, per operand, which it was and why.
+
+The chains are emitted in canonical order (m-tile, n-tile, then k) and each chain's last step
+writes the register the rest of the kernel reads. If the spliced kernel's output is byte-identical
+to the engine's, the description is complete.
 """
 
 from __future__ import annotations
 
-import re
+from collections import Counter
+from dataclasses import dataclass, field
 
-from rr.describe.provenance import Access, Dataflow
+from rr.describe.phases import is_mma, mma_operands
+from rr.describe.provenance import Access, Dataflow, _Tracer
+from rr.describe.values import Value, bit_fields, lanes
 from rr.ptx.linearise import Statement
-from rr.ptx.model import register_names
+from rr.ptx.model import Reg, Vec, register_names
+from rr.ptx.reaching import UNDEFINED
 from rr.templates import TemplateError
 
+_GLOBAL = ("weight", "table")
+_WIDTH_CLASS = {2: "b16", 4: "b32", 8: "b64"}
+_PREFIX = {"b16": "%rrgh", "b32": "%rrg", "b64": "%rrgd"}
+
+
+@dataclass
+class Operand:
+    """How regen obtains one mma operand."""
+
+    role: str  # A, B or C
+    stmt: int  # the mma statement
+    registers: tuple
+    how: str  # memory (rebuilt), live-in (read as the epilogue left it), chain (the previous step's D)
+    reason: str = ""
+    loads: list = field(default_factory=list)  # statements of the loads it was rebuilt from
+
+    def as_dict(self) -> dict:
+        return {"role": self.role, "stmt": self.stmt, "registers": list(self.registers), "from": self.how,
+                "reason": self.reason, "loads": self.loads}
 
 
 class _Emitter:
-    def __init__(self):
-        self.param_at = None  # byte offset in the parameter space -> (parameter, offset in it)
+    """Fresh registers, and code computing address terms (memoised per term)."""
+
+    def __init__(self, flow: Dataflow, params: list, first: int, types: dict):
+        self.flow = flow
+        self.types = types  # register -> declared type ('.b32', …)
+        self.params = params
+        self.first = first
         self.lines: list[str] = []
-        self.counts = {"b32": 0, "b64": 0}
-        self.bases: dict[tuple, str] = {}
+        self.counts = {"b16": 0, "b32": 0, "b64": 0}
+        self._memo: dict = {}
+        self.induction_reads: dict[int, str] = {}  # loop -> the induction register read
 
     def reg(self, cls: str) -> str:
         self.counts[cls] += 1
-        return f"%rrg{'d' if cls == 'b64' else ''}{self.counts[cls] - 1}"
+        return f"{_PREFIX[cls]}{self.counts[cls] - 1}"
 
-    def base(self, acc: Access) -> str:
-        """A register holding param pointer + lane term + slab term (computed once per kind)."""
-        key = (acc.base, acc.lane, acc.slab_stride)
-        if key in self.bases:
-            return self.bases[key]
-        m = re.fullmatch(r"param\+(\d+)", acc.base or "")
-        if m is None:
-            raise TemplateError(f"regen loads only through parameter pointers, not {acc.base!r}")
-        ptr = self.reg("b64")
-        name, inner = self.param_at(int(m.group(1)))
-        self.lines += [f"ld.param.u64 \t{ptr}, [{name}+{inner}];", f"cvta.to.global.u64 \t{ptr}, {ptr};"]
-        lane = self.reg("b32")
-        self.lines.append(f"mov.u32 \t{lane}, %laneid;")
-        for term in (acc.lane or "").split(" + ") if acc.lane else []:
-            t = self.reg("b32")
-            if "&" in term:  # ((laneid<<s)&mask)
-                s, mask = re.fullmatch(r"\(\(laneid<<(\d+)\)&(\d+)\)", term).groups()
-                self.lines += [f"shl.b32 \t{t}, {lane}, {s};", f"and.b32 \t{t}, {t}, {mask};"]
-            else:
-                c, name = term.split("·")
-                if name not in ("laneid", "tid.x"):
-                    raise TemplateError(f"lane term {term!r} is not one regen can rebuild")
-                self.lines.append(f"mul.lo.u32 \t{t}, {lane}, {c};")
-            wide = self.reg("b64")
-            self.lines += [f"cvt.u64.u32 \t{wide}, {t};", f"add.s64 \t{ptr}, {ptr}, {wide};"]
-        if acc.slab_stride:
-            z, wide = self.reg("b32"), self.reg("b64")
-            self.lines += [f"mov.u32 \t{z}, %tid.z;", f"mul.wide.u32 \t{wide}, {z}, {acc.slab_stride};",
-                           f"add.s64 \t{ptr}, {ptr}, {wide};"]
-        self.bases[key] = ptr
-        return ptr
-
-
-def _memory_operand(flow: Dataflow, regs: tuple, at: int):
-    """(access, byte offset of regs[0], n) when the registers are consecutive elements of one load."""
-    defs = {flow.definition(r, at) for r in regs}
-    if len(defs) != 1 or None in defs:
-        return None
-    stmt = defs.pop()
-    s = flow.statements[stmt - 1]
-    if not s.opcode.startswith("ld.") or ".param" in s.opcode or ".shared" in s.opcode:
-        return None
-    acc = flow.access(stmt)
-    if acc is None:
-        return None
-    loaded = list(s.defs)
-    per = acc.width // max(len(loaded), 1)
-    first = loaded.index(regs[0])
-    return acc, acc.offset + first * per, per
-
-
-def regen(flow: Dataflow, statements: list[Statement], first: int, last: int, live_out: list[str],
-          params: list) -> tuple[list[str], list[str]]:
-    """(replacement, declarations) for a cut that is exactly one phase; `params` are the entry's."""
-    cut = statements[first - 1:last]
-    if any(not s.opcode.startswith("mma.") for s in cut):
-        raise TemplateError(f"regen re-emits a phase; the cut s{first}–s{last} has other statements")
-    em = _Emitter()
-    offsets = flow.params
-
-    def param_at(offset: int) -> tuple[str, int]:
-        for p in params:
-            if offsets[p.name] <= offset < offsets[p.name] + p.size:
-                return p.name, offset - offsets[p.name]
+    def param_at(self, offset: int) -> tuple[str, int]:
+        for p in self.params:
+            at = self.flow.params[p.name]
+            if at <= offset < at + p.size:
+                return p.name, offset - at
         raise TemplateError(f"no kernel parameter holds byte {offset} of the parameter space")
 
-    em.param_at = param_at
+    def _once(self, key, build) -> str:
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
+
+    def _wide(self, reg32: str, signed: bool = False) -> str:
+        out = self.reg("b64")
+        self.lines.append(f"cvt.{'s64.s32' if signed else 'u64.u32'} \t{out}, {reg32};")
+        return out
+
+    def lane(self) -> str:
+        def build():
+            r = self.reg("b32")
+            self.lines.append(f"mov.u32 \t{r}, %laneid;")
+            return r
+        return self._once("lane", build)
+
+    def factor(self, f: tuple, what: str) -> str:
+        """A 64-bit register holding one factor's value."""
+        def build():
+            kind = f[0]
+            if kind == "sreg":
+                r = self.reg("b32")
+                if f[1] == "tid.x>>5":
+                    self.lines += [f"mov.u32 \t{r}, %tid.x;", f"shr.u32 \t{r}, {r}, 5;"]
+                else:
+                    self.lines.append(f"mov.u32 \t{r}, %{f[1]};")
+                return self._wide(r)
+            if kind == "param":
+                bits, signed = self.flow.ranges.param_widths.get(f[1], (64, False))
+                name, inner = self.param_at(f[1])
+                if bits == 64:
+                    r = self.reg("b64")
+                    self.lines.append(f"ld.param.u64 \t{r}, [{name}+{inner}];")
+                    return r
+                r = self.reg("b32" if bits == 32 else "b16")
+                self.lines.append(f"ld.param.{'s' if signed else 'u'}{bits} \t{r}, [{name}+{inner}];")
+                if bits == 16:
+                    w = self.reg("b64")
+                    self.lines.append(f"cvt.{'s64.s16' if signed else 'u64.u16'} \t{w}, {r};")
+                    return w
+                return self._wide(r, signed)
+            if kind == "trip":
+                return self.trip(f[1], what)
+            raise TemplateError(f"{what}: its address has the term {_describe_factor(f)}, which regen cannot rebuild")
+        return self._once(("factor", f), build)
+
+    def trip(self, loop: int, what: str) -> str:
+        """Loop `loop`'s trip index as it stands at the cut, from one of its induction registers."""
+        from rr.describe.loops import induction_variables
+
+        flow = self.flow
+        for iv in induction_variables(flow, flow.cfg.loop(loop)):
+            v = flow.value(Reg(iv.register), self.first)
+            step = dict(v.terms).get((("trip", loop),))
+            rest = v.plus(Value.factor(("trip", loop)).scaled(step or 0), -1)
+            if not isinstance(step, int) or not step or any(x[0] == "trip" for x in rest.factors()):
+                continue
+            try:
+                base = self.value_of(rest, what)
+            except TemplateError:
+                continue
+            if self.types.get(iv.register, ".b32")[-2:] == "64":
+                r = self.reg("b64")
+                self.lines.append(f"mov.b64 \t{r}, {iv.register};")
+            else:
+                r = self._wide(iv.register, signed=True)
+            self.lines.append(f"sub.s64 \t{r}, {r}, {base};")
+            if step != 1:
+                self.lines.append(f"div.s64 \t{r}, {r}, {step};")
+            self.induction_reads[loop] = iv.register
+            return r
+        raise TemplateError(f"{what}: its address advances with loop {loop}'s trips, and no induction "
+                            f"register of loop {loop} gives the trip index at the cut")
+
+    def lane_value(self, c, what: str) -> str:
+        """A 64-bit register holding a per-lane coefficient, built from bit fields of the lane."""
+        def build():
+            vals = lanes(c)
+            fields = bit_fields(c)
+            if fields is None:
+                raise TemplateError(f"{what}: its lane part {list(vals)} is not a sum of bit fields of the "
+                                    "lane, which regen cannot rebuild")
+            total = self.reg("b64")
+            self.lines.append(f"mov.u64 \t{total}, {vals[0]};")
+            lane = self.lane()
+            for lo, n, weight in fields:
+                t = self.reg("b32")
+                self.lines.append(f"bfe.u32 \t{t}, {lane}, {lo}, {n};")
+                self.lines.append(f"mad.wide.u32 \t{total}, {t}, {weight}, {total};" if weight > 0 else
+                                  f"mad.wide.s32 \t{total}, {t}, {weight}, {total};")
+            return total
+        return self._once(("lane", lanes(c)), build)
+
+    def value_of(self, value, what: str) -> str:
+        """A 64-bit register holding a symbolic value (every term rebuilt)."""
+        total = self.reg("b64")
+        self.lines.append(f"mov.u64 \t{total}, 0;")
+        for factors, c in value.terms:
+            regs = [self.factor(f, what) for f in factors]
+            if isinstance(c, tuple):
+                regs.append(self.lane_value(c, what))
+                c = 1
+            if not regs:
+                self.lines.append(f"add.s64 \t{total}, {total}, {c};")
+                continue
+            prod = regs[0]
+            for r in regs[1:]:
+                t = self.reg("b64")
+                self.lines.append(f"mul.lo.s64 \t{t}, {prod}, {r};")
+                prod = t
+            if c != 1:
+                self.lines.append(f"mad.lo.s64 \t{total}, {prod}, {c}, {total};")
+            else:
+                self.lines.append(f"add.s64 \t{total}, {total}, {prod};")
+        return total
+
+    def address(self, acc: Access, what: str) -> str:
+        """A register holding the access's base pointer plus every term but the constant offset."""
+        key = ("address", acc.base, acc.space, acc.lane_bytes, acc.terms)
+
+        def build():
+            base = acc.base or ""
+            if base.startswith("param+"):
+                name, inner = self.param_at(int(base[len("param+"):]))
+                ptr = self.reg("b64")
+                self.lines.append(f"ld.param.u64 \t{ptr}, [{name}+{inner}];")
+                if acc.space == "global":
+                    self.lines.append(f"cvta.to.global.u64 \t{ptr}, {ptr};")
+            elif ":" in base:
+                ptr = self.reg("b64")
+                self.lines.append(f"mov.u64 \t{ptr}, {base.split(':', 1)[1]};")
+            else:
+                raise TemplateError(f"{what}: loaded through no pointer regen can name (base {acc.base!r})")
+            if acc.lane_bytes is not None:
+                self.lines.append(f"add.s64 \t{ptr}, {ptr}, {self.lane_value(acc.lane_bytes, what)};")
+            if acc.terms:
+                self.lines.append(f"add.s64 \t{ptr}, {ptr}, {self.value_of(Value(acc.terms), what)};")
+            return ptr
+        return self._once(key, build)
+
+
+def _describe_factor(f: tuple) -> str:
+    kind = f[0]
+    if kind == "opaque":
+        return f"{f[2]} (the value of s{f[1]}, which the analysis cannot see through)"
+    if kind == "input":
+        return f"{f[1]} (a register no statement writes)"
+    return repr(f)
+
+
+def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
+          live_out: list[str], params: list) -> tuple[list[str], list[str], dict]:
+    """(replacement, declarations, record) for a cut that is one phase; `params` are the entry's."""
+    cut = flow.statements[first - 1:last]
+    mmas = [s for s in cut if is_mma(s.opcode)]
+    others = [s for s in cut if not is_mma(s.opcode)]
+    if not mmas or any(not s.opcode.startswith("mma.") for s in mmas):
+        raise TemplateError(f"regen re-emits mma.sync phases; the cut s{first}–s{last} has "
+                            f"{(mmas or cut)[0].opcode}")
+    tracer = _Tracer(flow, phases, epilogues)
+    own = frozenset(s.stmt for s in mmas)
+    from rr.templates.isolate import register_types
+
+    em = _Emitter(flow, params, first, register_types(flow.function))
+    planned: dict[tuple, tuple] = {}  # (operand registers, mma statement) -> the registers to use
+    operands: list[Operand] = []
+    fresh_of_load: dict[int, list[str]] = {}  # load statement -> fresh registers (all its elements)
+
+    def load(d: int, what: str) -> list[str]:
+        if d not in fresh_of_load:
+            s = flow.statements[d - 1]
+            acc = flow.access(d)
+            per = acc.width // max(len(s.defs), 1)
+            cls = _WIDTH_CLASS.get(per)
+            if cls is None:
+                raise TemplateError(f"{what}: loaded {per} bytes per register at s{d}, which regen does not rebuild")
+            ptr = em.address(acc, what)
+            regs = [em.reg(cls) for _ in s.defs]
+            vec = f".v{len(regs)}" if len(regs) > 1 else ""
+            dest = "{" + ", ".join(regs) + "}" if len(regs) > 1 else regs[0]
+            em.lines.append(f"ld.{acc.space}{vec}.b{8 * per} \t{dest}, [{ptr}+{acc.offset}];")
+            fresh_of_load[d] = regs
+        return fresh_of_load[d]
+
+    def rebuild(reg: str, at: int, what: str, loads: list) -> str:
+        """A fresh register holding what `reg` holds at `at`, from memory; TemplateError if not."""
+        reach = flow.reaching(reg, at)
+        if len(reach) != 1 or reach[0] == UNDEFINED:
+            where = ", ".join("entry" if d == UNDEFINED else f"s{d}" for d in reach)
+            raise TemplateError(f"{what}: {reg} is reached by several definitions ({where}), which regen "
+                                "cannot choose between")
+        d = reach[0]
+        s = flow.statements[d - 1]
+        if s.opcode.startswith("ld.") and flow.access(d) is not None and flow.access(d).space in ("global", "const", "generic"):
+            if s.guard is not None:
+                raise TemplateError(f"{what}: {reg} is loaded under the guard @{s.guard} (s{d}), which regen "
+                                    "cannot rebuild")
+            unknown = flow.access(d).unknown()
+            if unknown:
+                raise TemplateError(f"{what}: the address of s{d} has the term {_describe_factor(unknown[0])}, "
+                                    "which regen cannot rebuild")
+            loads.append(d)
+            return load(d, what)[list(s.defs).index(reg)]
+        ops = flow.operands(d)
+        if s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Vec) and s.guard is None:
+            parts = [rebuild(str(p), d, what, loads) for p in ops[1].items]
+            out = em.reg(_WIDTH_CLASS[int(s.opcode.rsplit(".b", 1)[-1]) // 8])
+            em.lines.append(f"mov.{s.opcode.split('.', 1)[1]} \t{out}, {{{', '.join(parts)}}};")
+            return out
+        raise TemplateError(f"{what}: {reg} is traced to global memory but written by s{d} ({s.opcode}), "
+                            "which regen does not rebuild")
+
+    def obtain(role: str, regs: tuple, stmt: int, skip: frozenset = frozenset()) -> tuple:
+        key = (regs, stmt, role)
+        if key in planned:
+            return planned[key]
+        what = f"{role} of s{stmt}"
+        source = tracer.operand(regs, stmt, skip)
+        if source.kind in _GLOBAL or (source.kind == "merge" and any(a.kind in _GLOBAL for a in source.alternatives)):
+            loads: list = []
+            mapping = {r: rebuild(r, stmt, what, loads) for r in dict.fromkeys(regs)}
+            planned[key] = tuple(mapping[r] for r in regs)
+            operands.append(Operand(role, stmt, regs, "memory", str(source), sorted(set(loads))))
+        else:
+            planned[key] = regs
+            operands.append(Operand(role, stmt, regs, "live-in", str(source)))
+        return planned[key]
+
     chain_of_d: dict[tuple, int] = {}
     chains: list[list[tuple]] = []  # per chain: (statement, d, a, b, c)
-    for s in cut:
-        d, a, b, c = (register_names(op) for op in flow.operands(s.stmt)[:4])
+    for s in mmas:
+        d, a, b, c = mma_operands(s.opcode, flow.operands(s.stmt))
         idx = chain_of_d.get(c)
         if idx is None:
             idx = len(chains)
             chains.append([])
         chains[idx].append((s, d, a, b, c))
         chain_of_d[d] = idx
-    a_ids = {}
-    b_ids = {}
+    a_ids, b_ids = {}, {}
     for chain in chains:
-        for step, (_, _, a, b, _) in enumerate(chain):
-            a_ids.setdefault(a, (len(a_ids), step))
-            b_ids.setdefault(b, (len(b_ids), step))
-    loaded: dict[tuple, tuple] = {}  # original operand registers -> freshly loaded registers
-    register_operands: set[str] = set()  # operands read from the registers the epilogue left
-
-    def load(regs: tuple, at: int, what: str) -> tuple:
-        if regs in loaded:
-            return loaded[regs]
-        distinct = tuple(dict.fromkeys(regs))
-        found = _memory_operand(flow, distinct, at)
-        if found is None:  # computed in an epilogue (a pack, a shared read, a constant): a live-in
-            register_operands.add(what)
-            loaded[regs] = regs
-            return regs
-        acc, offset, width = found
-        base = em.base(acc)
-        fresh = tuple(em.reg("b32") for _ in distinct)
-        vec = f".v{len(fresh)}" if len(fresh) > 1 else ""
-        dest = "{" + ", ".join(fresh) + "}" if len(fresh) > 1 else fresh[0]
-        em.lines.append(f"ld.global{vec}.b{8 * width} \t{dest}, [{base}+{offset}];")
-        mapping = dict(zip(distinct, fresh))
-        loaded[regs] = tuple(mapping[r] for r in regs)
-        return loaded[regs]
-
-    # canonical order: chains sorted by (m-tile, n-tile) = the order their first A and B appeared
-    order = sorted(range(len(chains)), key=lambda i: (a_ids[chains[i][0][2]][0], b_ids[chains[i][0][3]][0]))
+        for _, _, a, b, _ in chain:
+            a_ids.setdefault(a, len(a_ids))
+            b_ids.setdefault(b, len(b_ids))
+    order = sorted(range(len(chains)), key=lambda i: (a_ids[chains[i][0][2]], b_ids[chains[i][0][3]]))
     mma_lines = []
     for i in order:
         chain = chains[i]
         head, seed = chain[0][0], chain[0][4]
-        seeded_by = flow.definition(seed[0], head.stmt)
-        chained = seeded_by is not None and flow.statements[seeded_by - 1].opcode.startswith("mma.")
-        acc = seed if chained else load(seed, head.stmt, "C")  # an earlier phase's D is a live-in
+        carried = [r for r in seed if set(flow.reaching(r, head.stmt)) & own]
+        if carried:  # the chain goes on from an mma of this phase: round a loop's back edge
+            acc = seed
+            operands.append(Operand("C", head.stmt, seed, "chain",
+                                    f"accumulator carried round loop {_loop_of(flow, head.stmt)}"))
+        else:
+            acc = obtain("C", seed, head.stmt, own)
         for step, (s, d, a, b, _) in enumerate(chain):
-            fa, fb = load(a, s.stmt, "A"), load(b, s.stmt, "B")
+            fa, fb = obtain("A", a, s.stmt), obtain("B", b, s.stmt)
+            if step:
+                operands.append(Operand("C", s.stmt, chain[step][4], "chain", "the previous step's D"))
             out = d if step == len(chain) - 1 else tuple(em.reg("b32") for _ in d)
             mma_lines.append(f"{s.opcode}\n\t{{{', '.join(out)}}},\n\t{{{', '.join(fa)}}},\n"
                              f"\t{{{', '.join(fb)}}}, {{{', '.join(acc)}}};")
             acc = out
-    missing = [r for r in live_out if not any(r in chain[-1][1] for chain in chains)]
+    # what the cut keeps besides its mma (grouped phases): statements whose results outlive it or
+    # that compute an operand read as a live-in
+    read = {r for o in operands if o.how == "live-in" for r in o.registers}
+    kept = _kept(others, set(live_out) | read)
+    missing = [r for r in live_out if not any(r in chain[-1][1] for chain in chains) and
+               not any(r in s.defs for s in kept)]
     if missing:
         raise TemplateError(f"live-out {', '.join(missing)} is not a chain's final D: an intermediate D "
                             "is read after the phase")
-    declarations = [f".reg .b32 \t%rrg<{em.counts['b32']}>;", f".reg .b64 \t%rrgd<{em.counts['b64']}>;"]
-    return em.lines + mma_lines, declarations
+    declarations = [f".reg .{cls} \t{_PREFIX[cls]}<{n}>;" for cls, n in em.counts.items() if n]
+    counts = Counter(o.how for o in operands)
+    record = {
+        "operands_rebuilt": counts["memory"], "operands_live_in": counts["live-in"],
+        "operands_chained": counts["chain"],
+        "by_role": {role: dict(Counter(o.how for o in operands if o.role == role)) for role in "ABC"},
+        "induction_registers_read": {f"loop {k}": v for k, v in em.induction_reads.items()},
+        "kept_statements": [s.stmt for s in kept],
+        "operands": [o.as_dict() for o in operands],
+    }
+    return [s.text for s in kept] + em.lines + mma_lines, declarations, record
+
+
+def _loop_of(flow: Dataflow, stmt: int):
+    loops = flow.cfg.loops_of(stmt)
+    return loops[0].number if loops else "?"
+
+
+def _kept(others: list[Statement], wanted: set) -> list[Statement]:
+    """The non-mma statements of a grouped cut that compute a wanted register, with what they
+    read from each other (in their order)."""
+    needed = set(wanted)
+    kept = []
+    for s in reversed(others):
+        if needed & set(s.defs):
+            kept.append(s)
+            needed |= set(s.uses)
+    return kept[::-1]
