@@ -392,6 +392,28 @@ KERNELS = {k.name: k for k in (_pointers(), _struct_laneid(), _tid_slabs(), _rol
 FLAGS = {"O3": ("-O3",), "lineinfo": ("-O3", "-lineinfo")}
 
 
+def mma_runs(ptx: str, entry: str) -> list[int]:
+    """How many mma each maximal run of consecutive mma statements in `entry` holds, read from the
+    PTX text alone (comments, directives, labels and lone braces are not statements): the check
+    that the truth's `phases` are this nvcc's, independent of rr."""
+    lines = ptx.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f".visible .entry {entry}("))
+    body = next(i for i in range(start, len(lines)) if lines[i].strip() == "{")
+    end = next(i for i in range(body + 1, len(lines)) if lines[i].strip() == "}")
+    text = []
+    for line in lines[body + 1:end]:
+        code = line.split("//", 1)[0].strip()
+        if code and not code.startswith(".") and not code.endswith(":") and code not in "{}":
+            text.append(code)
+    runs, run = [], 0
+    for statement in filter(None, (x.strip() for x in " ".join(text).split(";"))):
+        if statement.startswith("mma."):
+            run += 1
+        elif run:
+            runs, run = runs + [run], 0
+    return runs + [run] if run else runs
+
+
 # -- a phase's expected description, by arithmetic on its mma -----------------------------------
 
 def phase_bounds(counts: tuple) -> list[range]:

