@@ -124,18 +124,22 @@ def cmd_linearise(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from rr.corpus import find_entry, scan_source, write_corpus
+    from rr.corpus import MAX_MODULE_BYTES, CorpusError, find_entry, iter_source, write_corpus
+
+    warnings = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        print(f"rr: warning: {message}", file=sys.stderr)
 
     try:
-        extraction = scan_source(args.source)
-    except FileNotFoundError as e:
+        table = write_corpus(iter_source(args.source, warn, args.max_module_bytes or MAX_MODULE_BYTES),
+                             args.output, args.source)
+    except CorpusError as e:
         raise UserError(str(e)) from None
-    for w in extraction.warnings:
-        print(f"rr: warning: {w}", file=sys.stderr)
-    table = write_corpus(extraction, args.output)
     distinct = len(set(table.column("hash").to_pylist()))
     print(f"{args.output}: {distinct} distinct modules from {table.num_rows} occurrences "
-          f"({len(extraction.warnings)} warnings)")
+          f"({len(warnings)} warnings)")
     if args.find:
         hits = find_entry(args.output, args.find)
         if not hits:
@@ -144,6 +148,14 @@ def cmd_extract(args) -> int:
         for path, entry in hits:
             print(f"{path}\t{entry}")
     return 0
+
+
+def _byte_count(text: str) -> int:
+    """A positive size in bytes, with an optional K, M or G (binary) suffix: 256M."""
+    m = re.fullmatch(r"([0-9]+)([KMG]?)", text.strip(), re.I)
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive byte count (such as 65536 or 256M)")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
 
 
 def cmd_sample_engine(args) -> int:
@@ -469,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("source", help="a binary, a .ptx file or a directory of them")
     s.add_argument("-o", "--output", required=True, help="corpus directory")
     s.add_argument("--find", metavar="PATTERN", help="print the module defining a matching entry")
+    s.add_argument("--max-module-bytes", type=_byte_count, metavar="N",
+                   help="the largest module read: a decompressed fatbin entry or a text module over "
+                        "it is skipped with a warning (default 256M; K, M, G suffixes)")
     s.set_defaults(func=cmd_extract, reads=("source",), writes="dir")
 
     s = sub.add_parser("spec", help="the phase table of an entry (geometry from the mma chains)")

@@ -12,31 +12,47 @@ Layout (little-endian), as nvcc writes it:
     payload                      right after the entry header; the next entry follows it.
 
 Flags: 0x1 64-bit, 0x10 Linux host, 0x2000 LZ4-compressed payload, 0x8000 Zstd-compressed payload.
-A compressed payload's `decompressed size` is checked after decompression.
+
+The sizes in a header are claims, not facts: a payload is decompressed only up to the size its
+header declares, and only if that size is within a cap (`max_bytes`), so a hostile entry costs at
+most the cap in memory. An entry that claims too much, inflates past its claim or is corrupt is an
+error of that entry alone; the rest of the container is still read.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import lz4.block
 import zstandard
 
 MAGIC = 0xBA55ED50
+MAGIC_BYTES = MAGIC.to_bytes(4, "little")
 HEADER = struct.Struct("<IHHQ")
 ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
 KIND_PTX, KIND_ELF = 1, 2
 FLAG_64BIT, FLAG_LINUX = 0x1, 0x10
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 
+# The largest module (decompressed or stored payload, or plain-text module) read: 256 MiB. The
+# biggest PTX modules of real engines are a few MiB.
+MAX_MODULE_BYTES = 256 << 20
+# An LZ4 block cannot inflate more than 255-fold (a match-length byte adds at most 255 bytes), so a
+# larger claim is refused before the output buffer is allocated.
+_LZ4_MAX_RATIO = 255
+
 
 class FatbinError(ValueError):
-    """A container or entry that cannot be read; `offset` is the byte offset in the source."""
+    """A container or entry that cannot be read; `offset` is the container's byte offset in the
+    source, `entry` the entry header's (None for the container as a whole)."""
 
-    def __init__(self, message: str, offset: int):
-        super().__init__(f"fatbin at byte {offset}: {message}")
+    def __init__(self, message: str, offset: int, entry: int | None = None):
+        where = f"fatbin container at byte {offset}" + (f", entry at byte {entry}" if entry is not None else "")
+        super().__init__(f"{where}: {message}")
         self.offset = offset
+        self.entry = entry
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class FatbinEntry:
     flags: int
     offset: int  # byte offset of the entry header in the source
     end: int  # byte offset just past its stored payload
-    payload: bytes  # decompressed
+    payload: bytes | None  # decompressed; None where not asked for (iter_entries' kinds)
 
     @property
     def compression(self) -> str:
@@ -63,19 +79,31 @@ class FatbinEntry:
 
     def ptx_text(self) -> str:
         """The PTX text of a PTX entry: the payload up to its NUL terminator."""
-        return self.payload.split(b"\0", 1)[0].decode("utf-8")
+        end = self.payload.find(b"\0")  # not split: that would copy the rest of a huge payload
+        return self.payload[:end if end >= 0 else len(self.payload)].decode("utf-8")
 
 
 @dataclass(frozen=True)
 class Container:
     offset: int
-    size: int  # header + body
+    size: int  # header + body (up to the next container where the header claims more)
     entries: list  # of FatbinEntry
-    errors: list  # of FatbinError for entries that could not be read
+    errors: list  # of FatbinError for the entries (or bytes) that could not be read
 
 
-def read_container(data: bytes | memoryview, offset: int) -> Container:
-    """Read the container whose magic is at `offset`. Raises FatbinError if the header is bad."""
+def read_container(data, offset: int, max_bytes: int = MAX_MODULE_BYTES) -> Container:
+    """Read the container whose magic is at `offset` in `data` (bytes, or an mmap of the file).
+    Raises FatbinError if the header is bad; entries that cannot be read are in `errors`."""
+    end = container_end(data, offset)
+    entries, errors = [], []
+    for item in iter_entries(data, offset, end, max_bytes):
+        (errors if isinstance(item, FatbinError) else entries).append(item)
+    return Container(offset, end - offset, entries, errors)
+
+
+def container_end(data, offset: int) -> int:
+    """The byte offset just past the container whose magic is at `offset`, as its header says;
+    FatbinError if the header is bad or the container runs past the end of `data`."""
     if offset + HEADER.size > len(data):
         raise FatbinError("truncated container header", offset)
     magic, version, header_size, body_size = HEADER.unpack_from(data, offset)
@@ -87,42 +115,83 @@ def read_container(data: bytes | memoryview, offset: int) -> Container:
     if end > len(data):
         raise FatbinError(f"truncated container: needs {body_size} bytes after the header, "
                           f"{len(data) - offset - HEADER.size} present", offset)
-    entries, errors = [], []
+    return end
+
+
+def iter_entries(data, offset: int, end: int, max_bytes: int = MAX_MODULE_BYTES,
+                 kinds: frozenset | None = None) -> Iterator[FatbinEntry | FatbinError]:
+    """The entries of the container at `offset` (ending at `end`), one at a time so that one
+    payload at most is in memory, each a FatbinEntry or the FatbinError that skipped it. Only
+    entries of `kinds` (all if None) are decompressed; the others come with payload None."""
     pos = offset + HEADER.size
-    while pos + ENTRY.size <= end:
+    walked = False
+    while pos < end:
+        if data[pos:pos + len(MAGIC_BYTES)] == MAGIC_BYTES:
+            # nvcc never nests containers: the header claims more than this container holds.
+            yield FatbinError(f"its size runs {end - pos} bytes over the next container, at byte {pos}; "
+                              "read up to it", offset)
+            return
+        if pos + ENTRY.size > end:
+            after = "the last entry" if walked else "the container header"
+            yield FatbinError(f"{end - pos} bytes left after {after}, fewer than an entry header "
+                              f"({ENTRY.size}); skipped", offset, pos)
+            return
         (kind, _, entry_size, payload_size, compressed_size, _, minor, major, arch, _, _, flags,
          _, decompressed_size) = ENTRY.unpack_from(data, pos)
         if entry_size < ENTRY.size or pos + entry_size + payload_size > end:
-            errors.append(FatbinError(f"entry header size {entry_size} / payload {payload_size} "
-                                      "runs past the container", pos))
-            break
-        start = pos + entry_size
-        raw = bytes(data[start:start + payload_size])
+            yield FatbinError(f"entry header size {entry_size} / payload {payload_size} runs past the "
+                              "container; the rest of it skipped", offset, pos)
+            return
+        start, walked = pos + entry_size, True
         try:
-            payload = _decompress(raw, flags, compressed_size, decompressed_size, pos)
-            entries.append(FatbinEntry(kind, arch, (major, minor), flags, pos,
-                                      start + payload_size, payload))
-        except FatbinError as e:
-            errors.append(e)
+            payload = (_payload(data, start, payload_size, flags, compressed_size, decompressed_size, max_bytes)
+                       if kinds is None or kind in kinds else None)
+            yield FatbinEntry(kind, arch, (major, minor), flags, pos, start + payload_size, payload)
+        except _BadPayload as e:
+            yield FatbinError(f"{e}; entry skipped", offset, pos)
         pos = start + payload_size
-    return Container(offset, end - offset, entries, errors)
 
 
-def _decompress(raw: bytes, flags: int, compressed_size: int, decompressed_size: int,
-                pos: int) -> bytes:
+class _BadPayload(Exception):
+    pass
+
+
+def _payload(data, start: int, payload_size: int, flags: int, compressed_size: int,
+             decompressed_size: int, max_bytes: int) -> bytes:
+    """An entry's payload, decompressed within its declared size and the cap; _BadPayload if not."""
+    if payload_size > max_bytes:
+        raise _BadPayload(f"payload of {payload_size} bytes is over the module cap of {max_bytes} bytes")
     if not flags & (FLAG_LZ4 | FLAG_ZSTD):
-        return raw
-    body = raw[:compressed_size] if compressed_size else raw
-    try:
-        if flags & FLAG_ZSTD:
-            out = zstandard.ZstdDecompressor().decompress(body, max_output_size=decompressed_size)
-        else:
+        return bytes(data[start:start + payload_size])
+    name = "Zstd" if flags & FLAG_ZSTD else "LZ4"
+    if compressed_size > payload_size:
+        raise _BadPayload(f"compressed size {compressed_size} runs past its {payload_size}-byte payload")
+    if decompressed_size > max_bytes:
+        raise _BadPayload(f"{name} payload claims {decompressed_size} bytes decompressed, over the "
+                          f"module cap of {max_bytes} bytes")
+    body = bytes(data[start:start + (compressed_size or payload_size)])
+    if flags & FLAG_ZSTD:
+        try:
+            # A stream read stops one byte past the claim: the frame's own content size (which
+            # may claim terabytes) is never allocated.
+            with zstandard.ZstdDecompressor().stream_reader(body) as reader:
+                out = reader.read(decompressed_size + 1)
+        except zstandard.ZstdError as e:
+            raise _BadPayload(f"corrupt Zstd payload: {e}") from None
+    else:
+        if decompressed_size > _LZ4_MAX_RATIO * len(body):
+            raise _BadPayload(f"LZ4 payload claims {decompressed_size} bytes from {len(body)}, more "
+                              f"than LZ4 inflates to ({_LZ4_MAX_RATIO}x)")
+        try:
             out = lz4.block.decompress(body, uncompressed_size=decompressed_size)
-    except (zstandard.ZstdError, lz4.block.LZ4BlockError) as e:
-        raise FatbinError(f"corrupt {'Zstd' if flags & FLAG_ZSTD else 'LZ4'} payload: {e}", pos) from None
+        except lz4.block.LZ4BlockError as e:
+            # LZ4 fills a buffer of the declared size: more output than that is an error too.
+            raise _BadPayload(f"corrupt LZ4 payload, or it inflates past its declared "
+                              f"{decompressed_size} bytes: {e}") from None
+    if len(out) > decompressed_size:
+        raise _BadPayload(f"{name} payload inflates past its declared {decompressed_size} bytes")
     if len(out) != decompressed_size:
-        raise FatbinError(f"payload decompressed to {len(out)} bytes, header says "
-                          f"{decompressed_size}", pos)
+        raise _BadPayload(f"{name} payload decompressed to {len(out)} bytes, header says {decompressed_size}")
     return out
 
 
