@@ -1,13 +1,16 @@
 # rr — the splice-experiment pipeline. Stages live in workflow/rules/, logic in the rr package.
 from snakemake.utils import min_version, validate
 
+from rr.validation import checked_config, checked_config_file
+
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# refused before it is read: an alias bomb, or YTE templating (code in a config file)
+configfile: checked_config_file("config/config.yaml", workflow.overwrite_configfiles)
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+validate(checked_config(config), "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -195,7 +195,16 @@ def cmd_spec(args) -> int:
 def cmd_describe(args) -> int:
     from rr.describe.spec import write_description
 
-    spec = _described(args)
+    try:
+        spec = _described(args)
+    except NoPhases as e:
+        if not args.record:
+            raise
+        # for pipelines: a layer without mma is a descriptor without phases, its status the row's
+        write_description({"entry": args.entry, "status": "no_phases", "message": str(e), "phases": [],
+                           "epilogues": []}, args.output)
+        print(f"rr: {e}", file=sys.stderr)
+        return 0
     write_description(spec, args.output)
     print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {spec['entry']}")
     return 0
@@ -211,7 +220,7 @@ def cmd_splice(args) -> int:
     if not recipe.suffix:
         recipe = Path("config/recipes") / f"{args.recipe}.yaml"
     try:
-        record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output)
+        record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output, args.grouping)
     except (RecipeError, SpliceError) as e:
         if not args.record:
             raise UserError(str(e)) from None
@@ -236,6 +245,8 @@ def cmd_collect(args) -> int:
     from rr.results.collect import collect_cell, launch_frame, read_descriptor
 
     descriptor = read_descriptor(args.descriptor)
+    if args.phase is None and descriptor["phases"]:
+        raise UserError(f"--phase is required: {args.descriptor} has phases 1–{len(descriptor['phases'])}")
     module = _resolve(args.module, descriptor["entry"])
     frame = launch_frame(args.launch) if args.launch else None
     table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
@@ -294,12 +305,16 @@ def cmd_run(args) -> int:
 
 
 def cmd_relaunch(args) -> int:
-    from rr.run.launch import LaunchError, relaunch
+    from rr.run.launch import LaunchError, relaunch, write_launch_error
 
     try:
         launch = relaunch(args.launch, args.module, args.output)
     except LaunchError as e:
-        raise UserError(str(e)) from None
+        if not args.record:
+            raise UserError(str(e)) from None
+        write_launch_error(args.output, e.status, str(e))  # the runs of it record why
+        print(f"rr: no launch: {e}", file=sys.stderr)
+        return 0
     print(f"{args.output}: {launch.entry} from {args.module}, buffers of {args.launch}")
     return 0
 
@@ -420,7 +435,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_launch(args) -> int:
-    from rr.synth.inputs import layer_launch, parse_extents
+    from rr.run.launch import write_launch_error
+    from rr.synth.inputs import NoLaunch, layer_launch, parse_extents
 
     try:
         entry = args.entry_pattern.format(layer=args.layer)
@@ -430,6 +446,12 @@ def cmd_launch(args) -> int:
     try:
         frame = parse_extents(args.frame, pixels=True)
         layer_launch(args.layer, module, frame, args.output, args.seed)
+    except NoLaunch as e:
+        if not args.record:
+            raise UserError(str(e)) from None
+        write_launch_error(args.output, "no_launch", str(e))  # the runs of it record why
+        print(f"rr: no launch: {e}", file=sys.stderr)
+        return 0
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")
@@ -496,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("-o", "--output", required=True, help="output directory")
+    s.add_argument("--record", action="store_true",
+                   help="for an entry without mma, write a descriptor without phases (status no_phases) and exit 0")
     s.set_defaults(func=cmd_describe, reads=("file",), writes="into")
 
     s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
@@ -511,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("collect", help="one Parquet row per recipe of a layer × phase cell")
     s.add_argument("cell", help="the cell directory holding the recipes' stage records")
     s.add_argument("--layer", required=True)
-    s.add_argument("--phase", type=_phase_number, required=True)
+    s.add_argument("--phase", type=_phase_number, help="the cell's phase (none for a layer without phases)")
     s.add_argument("--recipes", required=True, help="comma-separated recipe names")
     s.add_argument("--descriptor", required=True, help="the layer's descriptor.json")
     s.add_argument("--module", required=True, help="the layer's PTX file or corpus directory")
@@ -541,6 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("launch", help="launch directory")
     s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
+    s.add_argument("--record", action="store_true",
+                   help="when LAUNCH cannot be used, write a directory saying why (the runs of it record it) and exit 0")
     s.set_defaults(func=cmd_relaunch, reads=("launch", "module"), writes="dir")
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
@@ -598,6 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
     s.add_argument("--seed", type=int, default=7, help="input seed")
     s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
+    s.add_argument("--record", action="store_true",
+                   help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_launch, reads=("corpus",), writes="dir")
 

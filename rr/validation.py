@@ -174,3 +174,28 @@ def validate(instance, schema_: dict, where: str, error=InvalidInput) -> None:
     lines = schema_errors(instance, schema_, where)
     if lines:
         raise error("\n".join(lines))
+
+
+YTE_KEY = "__use_yte__"
+
+
+def checked_config_file(path: str | Path, extra=()) -> str:
+    """The workflow's config file (and any given with --configfile), refused before Snakemake
+    reads it if it expands past the alias bound, is not a mapping, or turns on YTE templating
+    (`__use_yte__`: Snakemake would evaluate its `?` expressions as Python). Returns `path`."""
+    for p in (path, *extra):
+        if p == path and extra and not Path(p).exists():
+            continue  # Snakemake allows the workflow's own file to be absent when --configfile names others
+        raw = load_yaml(p)
+        if not isinstance(raw, dict):
+            raise InvalidInput(f"{p}: a config file is a mapping of keys at its top level")
+        if YTE_KEY in raw:
+            raise InvalidInput(f"{p}: {YTE_KEY}: YTE templating is refused: a config file is data, and "
+                               f"Snakemake would run its ?-expressions as Python code")
+    return str(path)
+
+
+def checked_config(config: dict, where: str = "config") -> dict:
+    """The config as Snakemake merged it (files, --config), bounded before validation walks it."""
+    check_expansion(config, where)
+    return config

@@ -272,3 +272,61 @@ def test_an_enc2_cell_on_the_cuda_backend_is_captured_on_a_claimed_gpu_and_timed
         timing = json.loads((workdir / f"results/enc2/phase8/{recipe}.timing.json").read_text())
         assert record["gpu"] in visible_gpus() and timing["gpu"] in visible_gpus()
         assert record["device"]["uuid"] == record["gpu"]  # the child saw only the claimed device
+
+
+def test_a_dry_run_of_a_cell_on_a_fresh_clone_lists_its_jobs(workdir):
+    dry = _snakemake(workdir, "-n", "results/enc2_phase8.parquet")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    assert "checkpoint describe" in out and "rule extract" in out
+
+
+def test_layers_without_mma_or_without_a_launch_are_status_rows(workdir, tmp_path):
+    """A corpus whose enc9 has phases but no synthetic launch, and whose enc8 has no mma at all:
+    the sweep finishes, and the summary says so row by row."""
+    corpus = tmp_path / "ptx"
+    corpus.mkdir()
+    sample = (ROOT / "rr/data/sample_swin.ptx").read_text()
+    (corpus / "enc9.ptx").write_text(sample.replace("cuda_dldn_engine_swin_sample_kernel",
+                                                    "cuda_dldn_engine_swin_enc9_kernel"))
+    (corpus / "enc8.ptx").write_text((ROOT / "tests/ptx/work.ptx").read_text().replace(
+        "rr_test_work", "cuda_dldn_engine_swin_enc8_kernel"))
+    _configure(workdir, corpus={"source": str(corpus), "entry_pattern": "cuda_dldn_engine_swin_{layer}_kernel"},
+               layers=["enc9", "enc8"], recipes=["regen"], backend="cpu")
+    r = _snakemake(workdir)  # rule all: the cells, the summary and the report
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (workdir / "results/report/identity.png").is_file()
+    rows = pq.read_table(workdir / "results/summary.parquet").to_pylist()
+    enc9 = sorted((row for row in rows if row["layer"] == "enc9"), key=lambda row: row["phase"])
+    assert [row["phase"] for row in enc9] == [1, 2]
+    for row in enc9:
+        assert row["splice_status"] == "ok" and row["capture_status"] == row["timing_status"] == "no_launch"
+        assert "no launch for layer 'enc9'" in row["capture_message"]
+    (enc8,) = [row for row in rows if row["layer"] == "enc8"]
+    assert enc8["phase"] is None and enc8["splice_status"] == "no_phases" and "no mma" in enc8["splice_message"]
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+def test_a_config_alias_bomb_is_refused_before_validation(workdir):
+    config = workdir / "config/config.yaml"
+    config.write_text(config.read_text().replace("layers:\n  - enc2\n", BOMB + "layers: *i\n"))
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n"], cwd=workdir,
+                         capture_output=True, text=True, timeout=120)
+    out = dry.stdout + dry.stderr
+    assert dry.returncode != 0 and "config/config.yaml: the document expands to more than" in out, out[-3000:]
+    assert len(out) < 20_000
+
+
+def test_a_config_that_enables_yte_templating_is_refused_unevaluated(workdir):
+    config = workdir / "config/config.yaml"
+    marker = workdir / "evaluated"
+    config.write_text("__use_yte__: true\n" + config.read_text().replace(
+        "input_seed: 7", f"input_seed: ?__import__('pathlib').Path({str(marker)!r}).touch() or 7"))
+    dry = _snakemake(workdir, "-n")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode != 0 and "__use_yte__" in out and "YTE templating" in out, out[-3000:]
+    assert not marker.exists()

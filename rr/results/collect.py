@@ -55,12 +55,17 @@ def _not_run(row: dict, stage: str, why: str) -> None:
     row[f"{stage}_message"] = why
 
 
-def recipe_row(layer: str, phase: int, recipe: str, descriptor: dict, cell: Path, module_hash: str,
+def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cell: Path, module_hash: str,
                fingerprint: str) -> dict:
     p = next((x for x in descriptor["phases"] if x["phase"] == phase), None)
     row = {"layer": layer, "phase": phase, "recipe": recipe, "entry": descriptor["entry"],
            "module_hash": module_hash, "rr_version": __version__, "code_fingerprint": fingerprint,
            "created_at": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)}
+    if not descriptor["phases"]:  # a layer without mma (rr describe --record): its status row, phase null
+        row.update(splice_status=descriptor.get("status", "no_phases"), splice_message=descriptor.get("message", ""))
+        for stage in ("compile", "capture", "timing"):
+            _not_run(row, stage, "the layer has no phases")
+        return row
     if p is not None:
         row.update({k: p[k] for k in ("M", "N", "K", "mma", "first_stmt", "last_stmt", "b_offsets", "c_offsets")})
     splice = _read(cell / f"{recipe}.ptx.splice.json")

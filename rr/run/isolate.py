@@ -42,7 +42,7 @@ def _bad_launches(backend: str, *directories) -> dict | None:
         try:
             read_launch(d)
         except LaunchError as e:
-            return {"status": "bad_launch", "backend": backend, "message": str(e)}
+            return {"status": e.status, "backend": backend, "message": str(e)}
         except OSError as e:
             return {"status": "io_error", "backend": backend, "message": _os_message(e)}
     return None
@@ -164,7 +164,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
     try:
         return _child_run(resolve_backend(backend), Path(launch_dir), out, finish)
     except LaunchError as e:  # a launch or buffer file that does not read
-        return finish({"status": "bad_launch", "backend": backend, "message": str(e)}, 2)
+        return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
     except OSError as e:  # a full disk, a file it may not read
         _remove_files(out)  # what was written of the outputs, so that the record still fits
         return finish({"status": "io_error", "backend": backend,

@@ -45,7 +45,15 @@ HANDLE_BYTES = 8  # device pointers, texture and surface objects are 64-bit
 
 
 class LaunchError(InvalidInput):
-    """A launch description that cannot be used; names the file and the key at fault."""
+    """A launch description that cannot be used; names the file and the key at fault. `status`
+    is the run record's: bad_launch, or what a launch directory made for a record says (no_launch)."""
+
+    def __init__(self, message: str, status: str = "bad_launch"):
+        super().__init__(message)
+        self.status = status
+
+
+ERROR_FILE = "launch.error.json"  # a launch directory that stands for a launch that could not be made
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,11 @@ def read_launch(directory: str | Path) -> Launch:
 
     directory = Path(directory)
     path = directory / "launch.json"
+    if not path.is_file() and (directory / ERROR_FILE).is_file():
+        error = read_json(directory / ERROR_FILE)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            raise LaunchError(f"{directory / ERROR_FILE}: {cut(error['message'], 1000)}",
+                              str(error.get("status", "bad_launch")))
     if not path.is_file():
         raise LaunchError(f"{path}: no launch.json in {directory}")
     try:
@@ -295,6 +308,15 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
         shutil.copyfile(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
+
+
+def write_launch_error(directory: str | Path, status: str, message: str) -> None:
+    """A launch directory that holds only why there is no launch (ERROR_FILE), for pipelines: every
+    later stage reads it as a LaunchError of that status and records it, so the sweep goes on."""
+    from rr.io import atomic_dir, json_text
+
+    with atomic_dir(directory) as tmp:
+        (tmp / ERROR_FILE).write_text(json_text({"status": status, "message": message}))
 
 
 def _probe_of(module: Path) -> dict | None:

@@ -50,6 +50,10 @@ def frame_inputs(ex: int, ey: int, seed: int = INPUT_SEED) -> tuple[np.ndarray, 
     return image, texture
 
 
+class NoLaunch(ValueError):
+    """A layer the synthetic engine has no launch for (a layer of a real corpus)."""
+
+
 TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens
 MAX_TOKENS = 1 << 20  # a synthesised frame's tokens: ~230 bytes of buffers each, 240 MB at the bound
 
@@ -150,7 +154,7 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
     from rr.synth.engine import LAYERS
 
     if layer not in LAYERS:
-        raise ValueError(f"no launch for layer {layer!r}: the synthetic engine has {' and '.join(LAYERS)}")
+        raise NoLaunch(f"no launch for layer {layer!r}: the synthetic engine has {' and '.join(LAYERS)}")
     with atomic_dir(out) as tmp:
         if layer == "enc2":
             ex, ey = max(frame[0] // TOKEN, 2), max(frame[1] // TOKEN, 2)

@@ -26,10 +26,8 @@ def layer_phases(layer):
 
 def check_phase(layer, phase, phases):
     if phase not in phases:
-        raise ValueError(
-            f"layer {layer} has no phase {phase}: its phases are "
-            f"{phases[0]}–{phases[-1]} ({len(phases)})"
-        )
+        has = f"its phases are {phases[0]}–{phases[-1]} ({len(phases)})" if phases else "it has no mma"
+        raise ValueError(f"layer {layer} has no phase {phase}: {has}")
 
 
 def cell_inputs(wildcards):
@@ -37,18 +35,21 @@ def cell_inputs(wildcards):
     stops the DAG with the layer's phases named."""
     check_phase(wildcards.layer, int(wildcards.phase), layer_phases(wildcards.layer))
     return {
-        "descriptor": f"results/{wildcards.layer}/descriptor.json",
-        "launch": f"results/{wildcards.layer}/launch",
+        "descriptor": layer_descriptor(wildcards),
+        "launch": layer_launch_dir(wildcards),
         "records": cell_records(wildcards),
     }
 
 
 def all_cells(wildcards):
     """Every configured cell: all phases of every layer, or the configured list (a phase a layer
-    lacks stops the DAG, as its target would)."""
+    lacks stops the DAG, as its target would); a layer without mma is its status rows."""
     cells = []
     for layer in config["layers"]:
         phases = layer_phases(layer)
+        if not phases:
+            cells.append(f"results/{layer}_nophases.parquet")
+            continue
         chosen = (
             phases if config["phases"] == "all" else [int(p) for p in config["phases"]]
         )
@@ -64,6 +65,14 @@ def layer_entry(wildcards):
 
 def layer_dir(wildcards):
     return f"results/{wildcards.layer}"
+
+
+def layer_descriptor(wildcards):
+    return f"results/{wildcards.layer}/descriptor.json"
+
+
+def layer_launch_dir(wildcards):
+    return f"results/{wildcards.layer}/launch"
 
 
 def recipe_file(wildcards):

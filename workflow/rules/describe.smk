@@ -17,4 +17,4 @@ checkpoint describe:
         entry=layer_entry,
         out=layer_dir,
     shell:
-        "python3 -m rr describe resources/corpus --entry {params.entry} -o {params.out} > {log} 2>&1"
+        "python3 -m rr describe resources/corpus --entry {params.entry} --record -o {params.out} > {log} 2>&1"

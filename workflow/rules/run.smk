@@ -18,7 +18,7 @@ rule launch:
         pattern=config["corpus"]["entry_pattern"],
     shell:
         "python3 -m rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' -o {output} > {log} 2>&1"
+        " --entry-pattern '{params.pattern}' --record -o {output} > {log} 2>&1"
 
 
 rule capture_reference:
@@ -54,7 +54,7 @@ rule launch_splice:
     params:
         code=CODE["run"],
     shell:
-        "python3 -m rr relaunch {input.launch} --module {input.module} -o {output} > {log} 2>&1"
+        "python3 -m rr relaunch {input.launch} --module {input.module} --record -o {output} > {log} 2>&1"
 
 
 rule capture_splice:
@@ -124,11 +124,34 @@ rule collect:
         "logs/collect/{layer}_phase{phase}.log",
     conda:
         "../envs/rr.yaml"
+    # paths as params, not {input.…}: a dry run formats the command before the describe checkpoint
+    # has run, when the input function (which needs the layer's phases) is not evaluated yet
     params:
         code=CODE["collect"],
         cell=cell_dir,
         recipes=",".join(config["recipes"]),
+        descriptor=layer_descriptor,
+        launch=layer_launch_dir,
     shell:
         "python3 -m rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
-        " --recipes {params.recipes} --descriptor {input.descriptor} --module resources/corpus"
-        " --launch {input.launch} -o {output} > {log} 2>&1"
+        " --recipes {params.recipes} --descriptor {params.descriptor} --module resources/corpus"
+        " --launch {params.launch} -o {output} > {log} 2>&1"
+
+
+rule layer_status:
+    input:
+        index="resources/corpus/index.parquet",
+        descriptor="results/{layer}/descriptor.json",
+    output:
+        "results/{layer}_nophases.parquet",
+    log:
+        "logs/collect/{layer}_nophases.log",
+    conda:
+        "../envs/rr.yaml"
+    params:
+        code=CODE["collect"],
+        cell=layer_dir,
+        recipes=",".join(config["recipes"]),
+    shell:
+        "python3 -m rr collect {params.cell} --layer {wildcards.layer} --recipes {params.recipes}"
+        " --descriptor {input.descriptor} --module resources/corpus -o {output} > {log} 2>&1"
