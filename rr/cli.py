@@ -50,6 +50,11 @@ def _resolve(path: str, entry: str | None = None) -> Path:
         if not hits:
             raise UserError(f"{path}: no module in this corpus defines entry {entry!r}")
         return hits[0]
+    if p.is_dir():
+        raise UserError(f"{path}: a directory, not a PTX file or a corpus made by `rr extract` (no index.parquet)"
+                        if entry else f"{path}: is a directory")
+    if p.exists() and not p.is_file():
+        raise UserError(f"{path}: not a regular file")  # a FIFO would block the read, /dev/zero never end
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     return p

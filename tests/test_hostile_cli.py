@@ -436,3 +436,13 @@ def test_collect_with_a_missing_or_broken_descriptor_names_it(tmp_path, capsys):
     code, _, err = rr(capsys, *args, "--descriptor", tmp_path / "bad.json")
     assert is_error(code, err, f"{tmp_path / 'bad.json'}:1:2: not valid JSON"), err
     assert not (tmp_path / "c.parquet").exists()
+
+
+def test_a_ptx_input_that_is_a_directory_fifo_or_device_is_named(tmp_path, capsys):
+    fifo, directory = tmp_path / "k.ptx", tmp_path / "d"
+    os.mkfifo(fifo)
+    directory.mkdir()
+    for path, reason in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                         (directory, "a directory, not a PTX file or a corpus")):
+        code, _, err = rr(capsys, "linearise", path, "--entry", SAMPLE_ENTRY, "-o", tmp_path / "s.parquet")
+        assert is_error(code, err, f"{path}: {reason}"), err
