@@ -68,11 +68,28 @@ def neg(a):
 
 
 def fmax(a, b):
-    return np.maximum(np.asarray(a, dtype=F16), np.asarray(b, dtype=F16))
+    """f16 `max`: the PTX's, not numpy's (a NaN operand gives the other; +0 > -0)."""
+    return ptx_min_max(np.asarray(a, dtype=F16), np.asarray(b, dtype=F16), False)
 
 
 def fmin(a, b):
-    return np.minimum(np.asarray(a, dtype=F16), np.asarray(b, dtype=F16))
+    """f16 `min`, as the PTX defines it."""
+    return ptx_min_max(np.asarray(a, dtype=F16), np.asarray(b, dtype=F16), True)
+
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_CANONICAL = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}
+
+
+def ptx_min_max(x, y, minimum: bool, nan: bool = False):
+    """PTX `min`/`max` on float arrays of one dtype: a NaN operand gives the other operand, two
+    NaNs (or one, with `.NaN`) the canonical NaN, and -0 < +0."""
+    r = np.fmin(x, y) if minimum else np.fmax(x, y)
+    ut = _UINT[r.dtype.itemsize]
+    ux, uy = np.asarray(x).view(ut), np.asarray(y).view(ut)
+    r = np.where(x == y, (ux | uy if minimum else ux & uy).view(r.dtype), r)  # only ±0 differ in bits
+    bad = np.isnan(r) | ((np.isnan(x) | np.isnan(y)) if nan else False)
+    return np.where(bad, ut(_CANONICAL[r.dtype.itemsize]).view(r.dtype), r)
 
 
 def f16(x):
@@ -86,6 +103,118 @@ def bits16(x) -> np.ndarray:
 
 def from_bits16(b) -> np.ndarray:
     return np.asarray(b, dtype=np.uint16).view(F16)
+
+
+# -- cvt: rounding to a float format, float <-> integer ---------------------------------------------
+
+# (significant bits, minimum normal exponent, maximum exponent)
+FLOAT_FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "tf32": (11, -126, 127),
+                 "f32": (24, -126, 127), "f64": (53, -1022, 1023)}
+CANONICAL_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "tf32": 0x7FFFFFFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
+FORMAT_BITS = {"f16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "f32": np.uint32, "f64": np.uint64}
+ROUNDINGS = {"rn": np.rint, "rz": np.trunc, "rm": np.floor, "rp": np.ceil,
+          "rna": lambda q: np.copysign(np.floor(np.abs(q) + 0.5), q)}
+INTEGER_ROUNDING = {"rni": "rn", "rzi": "rz", "rmi": "rm", "rpi": "rp"}
+
+
+def max_finite(fmt: str) -> float:
+    p, _, emax = FLOAT_FORMATS[fmt]
+    return (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
+
+
+def round_float(x, fmt: str, mode: str = "rn") -> np.ndarray:
+    """Exact f64 values rounded to a float format as `cvt.<mode>` rounds: to its significant bits
+    (fewer in the subnormal range), ties to even (rn) or away (rna), or toward zero/-inf/+inf;
+    past the largest finite value to infinity or to that value, as the mode says. Returns f64
+    values the format represents; infinities and NaNs pass through."""
+    p, emin, _ = FLOAT_FORMATS[fmt]
+    x = np.asarray(x, np.float64)
+    lead = np.frexp(x)[1].astype(np.int64) - 1  # exponent of the leading bit
+    scale = np.maximum(lead, emin) - (p - 1)  # exponent of the last significant bit kept
+    r = np.ldexp(ROUNDINGS[mode](np.ldexp(x, -scale)), scale)
+    big = max_finite(fmt)
+    limit = {"rn": np.inf, "rna": np.inf, "rz": big, "rm": np.where(x > 0, big, np.inf),
+             "rp": np.where(x < 0, big, np.inf)}[mode]
+    r = np.where(np.abs(r) > big, np.copysign(limit, x), r)
+    return np.where(np.isfinite(x), r, x)
+
+
+def float_value(bits, fmt: str) -> np.ndarray:
+    """Raw bits of a float format → exact f64."""
+    b = np.asarray(bits)
+    if fmt == "bf16":
+        return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    dt = {"f16": np.float16, "f32": np.float32, "tf32": np.float32, "f64": np.float64}[fmt]
+    return b.astype(FORMAT_BITS[fmt], copy=False).view(dt).astype(np.float64)
+
+
+def float_bits(x, fmt: str) -> np.ndarray:
+    """f64 values the format represents → its raw bits (NaN → the canonical NaN)."""
+    x = np.asarray(x, np.float64)
+    if fmt == "f64":
+        bits = x.view(np.uint64)
+    elif fmt == "f16":
+        bits = x.astype(np.float16).view(np.uint16)
+    else:
+        bits = x.astype(np.float32).view(np.uint32)
+        if fmt == "bf16":
+            bits = (bits >> np.uint32(16)).astype(np.uint16)
+    ut = FORMAT_BITS[fmt]
+    return np.where(np.isnan(x), ut(CANONICAL_NAN[fmt]), bits).astype(ut)
+
+
+def flush_subnormal(x, fmt: str = "f32") -> np.ndarray:
+    """`.ftz`: values below the format's smallest normal become zeros of the same sign."""
+    x = np.asarray(x)
+    tiny = 2.0 ** FLOAT_FORMATS[fmt][1]
+    return np.where(np.abs(x) < tiny, np.copysign(np.zeros((), x.dtype), x), x)
+
+
+def round_integer(v, p: int, mode: str) -> np.ndarray:
+    """Integers (any width, int64/uint64 included) rounded to p significant bits as `cvt.<mode>`
+    rounds them, exactly, as f64 (which holds the result for p <= 53)."""
+    v = np.asarray(v)
+    neg = v < 0
+    mag = np.where(neg, np.uint64(0) - v.astype(np.int64).view(np.uint64), v.astype(np.uint64))
+    hi = (mag >> np.uint64(32)).astype(np.float64)
+    length = np.where(hi > 0, 32 + np.frexp(hi)[1],
+                      np.frexp((mag & np.uint64(0xFFFFFFFF)).astype(np.float64))[1]).astype(np.int64)
+    s = np.maximum(length - p, 0).astype(np.uint64)
+    q = mag >> s
+    rem = mag & ((np.uint64(1) << s) - np.uint64(1))
+    half = np.where(s > 0, np.uint64(1) << np.maximum(s, np.uint64(1)) - np.uint64(1), np.uint64(0))
+    inexact = rem != 0
+    up = {"rn": inexact & ((rem > half) | ((rem == half) & ((q & np.uint64(1)) == 1))),
+          "rna": inexact & (rem >= half), "rz": np.zeros_like(inexact),
+          "rm": inexact & neg, "rp": inexact & ~neg}[mode]
+    r = np.ldexp((q + up.astype(np.uint64)).astype(np.float64), s.astype(np.int64))
+    return np.where(neg, -r, r)
+
+
+def round_to_odd_sum(p, c) -> np.ndarray:
+    """p + c (f64) rounded to odd: the f64 nearest, moved one step toward the exact sum's side
+    where it is inexact and its last bit even. Rounding that to a format of at most 51 bits
+    rounds the exact sum once (an fma's a*b + c with a*b exact in f64)."""
+    p, c = np.asarray(p, np.float64), np.asarray(c, np.float64)
+    s = p + c
+    bp = s - p
+    err = (p - (s - bp)) + (c - bp)  # TwoSum: s + err == p + c exactly
+    even = (s.view(np.uint64) & np.uint64(1)) == 0
+    nudge = (err != 0) & even & np.isfinite(s)
+    return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def float_to_integer(x, bits: int, signed: bool, mode: str) -> np.ndarray:
+    """`cvt.<irnd>.<int>.<float>`: round to an integer as asked, NaN → 0, clamp to the
+    destination's range. x is exact f64; the result has the destination's numpy type."""
+    r = ROUNDINGS[mode](np.asarray(x, np.float64))
+    lo, hi = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if signed else (0.0, 2.0 ** bits)
+    it = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[bits] if signed else \
+        {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+    info = np.iinfo(it)
+    inside = np.where(np.isnan(r) | (r < lo) | (r >= hi), 0.0, r)
+    return np.where(np.isnan(r), it(0), np.where(r < lo, it(info.min), np.where(r >= hi, it(info.max),
+                    inside.astype(np.int64 if signed else np.uint64).astype(it))))
 
 
 # -- e4m3 ---------------------------------------------------------------------------------------

@@ -104,11 +104,10 @@ def test_an_out_of_bounds_store_is_a_fault_naming_statement_and_thread(tmp_path)
 
 
 def test_an_unsupported_instruction_is_named_with_its_statement_and_line(tmp_path):
-    text = (PTX / "fault.ptx").read_text().replace("st.global.u32 \t[%rd1], %r1;", "atom.global.add.u32 \t%r1, [%rd1], 1;")
-    (tmp_path / "atom.ptx").write_text(text)
+    text = (PTX / "fault.ptx").read_text().replace("st.global.u32 \t[%rd1], %r1;", "wgmma.fence.sync.aligned;")
     single_buffer_launch(tmp_path / "l", "fault.ptx", "rr_test_fault")
     (tmp_path / "l" / "kernel.ptx").write_text(text)
-    with pytest.raises(CpuUnsupported, match=r"rr_test_fault s3 \(line 15\): atom.global.add.u32"):
+    with pytest.raises(CpuUnsupported, match=r"rr_test_fault s3 \(line 15\): wgmma.fence.sync.aligned"):
         run_cpu(tmp_path / "l")
 
 

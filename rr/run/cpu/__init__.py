@@ -75,13 +75,14 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
     total = grid[0] * grid[1] * grid[2]
     per = max(1, max_lanes // (-(-(block[0] * block[1] * block[2]) // 32) * 32))
     model = nx.MMA_MODELS[mma]
+    module_globals = program.globals_image.copy()  # global memory: one image for every chunk of blocks
     t1 = time.perf_counter()
     unwritten: dict = {}
     lanes = lane_steps = 0
     with np.errstate(all="ignore"):
         for start in range(0, total, per):
             blocks = np.arange(start, min(start + per, total))
-            m = Machine(program, blocks, grid, block, bytes(space), buffers, images, model)
+            m = Machine(program, blocks, grid, block, bytes(space), buffers, images, model, module_globals)
             if progress:
                 print(f"rr run --backend cpu: blocks {start}–{blocks[-1]} of {total}", file=sys.stderr, flush=True)
             m.run()

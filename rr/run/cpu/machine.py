@@ -5,7 +5,8 @@ thread at once; the threads at the lowest program counter run together (min-PC r
 divergent branches and loops reconverge where the GPU's would, and warp-wide instructions (`shfl`,
 `mma`, `movmatrix`) see every lane of the warp that reached them. A warp is 32 consecutive lanes
 (threads in x-fastest order, each block padded to whole warps). Memory: global buffers at
-synthetic 64-bit addresses (buffer i at (i+1)·2^40), the kernel's parameter image, per-thread
+synthetic 64-bit addresses (buffer i at (i+1)·2^40), the module's `.global` variables (one image
+for the whole launch) and `.const` tables (read-only), the kernel's parameter image, per-thread
 call-parameter memory, a shared window per block, RGBA16F textures and surfaces by handle.
 Out-of-bounds accesses stop the run naming the statement, the thread and the address.
 """
@@ -23,11 +24,18 @@ HANDLE_BASE = 0xE0 << BUFFER_SHIFT  # texture and surface objects
 MAX_CALL_DEPTH = 4
 LOCAL_BASE = 0xC0 << BUFFER_SHIFT  # a thread's local window as a generic address (cvta.local)
 SHARED_BASE = 0xD0 << BUFFER_SHIFT  # the shared window as a generic address (cvta.shared)
+CONST_BASE = 0xB0 << BUFFER_SHIFT  # the module's .const tables as a generic address (cvta.const)
+GLOBALS_BASE = 0xA0 << BUFFER_SHIFT  # the module's .global variables (their own global addresses)
 BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 TYPES = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16,
          "f16": np.float16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32,
          "f16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16, "b64": np.uint64, "u64": np.uint64,
-         "s64": np.int64, "f64": np.float64, "pred": np.bool_}
+         "s64": np.int64, "f64": np.float64, "pred": np.bool_,
+         # held as raw bits: bf16 and tf32 have no numpy type; packed integer halves are words
+         "bf16": np.uint16, "bf16x2": np.uint32, "tf32": np.uint32, "u16x2": np.uint32, "s16x2": np.uint32}
+SPECIAL_REGISTERS = frozenset(
+    f"%{r}.{c}" for r in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz") | {
+    "%laneid", "%warpid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt"}
 
 
 class ExecutionError(RuntimeError):
@@ -36,7 +44,7 @@ class ExecutionError(RuntimeError):
 
 class Machine:
     def __init__(self, program, blocks: np.ndarray, grid: tuple, block: tuple, param_image: bytes,
-                 buffers: list, images: list, mma_model):
+                 buffers: list, images: list, mma_model, module_globals: np.ndarray | None = None):
         self.program = program
         self.grid, self.block = grid, block
         threads = block[0] * block[1] * block[2]
@@ -57,12 +65,20 @@ class Machine:
             "%nctaid.x": u(grid[0]), "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]),
             "%laneid": (local % 32).astype(u), "%warpid": (local // 32).astype(u),
         }
+        lane = (local % 32).astype(np.uint64)
+        one = np.uint64(1)
+        self.special.update({  # bit masks relative to the thread's lane
+            "%lanemask_eq": (one << lane).astype(u), "%lanemask_lt": ((one << lane) - one).astype(u),
+            "%lanemask_le": ((one << (lane + one)) - one).astype(u),
+            "%lanemask_ge": (~((one << lane) - one)).astype(u), "%lanemask_gt": (~((one << (lane + one)) - one)).astype(u)})
         self.regs: dict[str, np.ndarray] = {}
         self.pmem: dict[str, np.ndarray] = {}
         self.params = np.frombuffer(param_image, dtype=np.uint8)
         self.buffers = buffers  # uint8 views, written in place
         self.images = images  # (array (h, w, 4) float16, is_surface)
         self.shared = np.zeros((self.nblocks, max(program.shared_bytes, 1)), np.uint8)
+        self.const = program.const_image  # read-only
+        self.module_globals = np.zeros(0, np.uint8) if module_globals is None else module_globals
         self.local = np.zeros((n, max(program.local_bytes, 1)), np.uint8) if program.local_bytes else None
         self.pc = np.zeros(n, np.int64)
         # A thread inside called functions is scheduled by its call sites, outermost first, then by
@@ -93,8 +109,15 @@ class Machine:
             self.regs[name] = value if value.shape == (self.n,) else np.broadcast_to(value, (self.n,)).copy()
             return
         old = self.regs.get(name)
-        if old is None or old.dtype != value.dtype:
+        if old is None:
             old = np.zeros(self.n, value.dtype)
+        elif old.dtype != value.dtype:  # a narrower write zero-extends: keep both at the wider width
+            if value.dtype == np.bool_ or old.dtype == np.bool_:
+                old = np.zeros(self.n, value.dtype)
+            elif old.dtype.itemsize > value.dtype.itemsize:
+                value = value.astype(old.dtype)
+            else:
+                old = old.astype(value.dtype)
         self.regs[name] = np.where(mask, value, old)
 
     # -- memory ---------------------------------------------------------------------------------
@@ -111,7 +134,7 @@ class Machine:
         if not lanes.any():
             return out
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
-        for mem, offs, sel in self._regions(space, addr, width, op, lanes):
+        for mem, offs, sel in self.regions(space, addr, width, op, lanes):
             out[sel] = mem[offs[:, None] + np.arange(width)]
         return out
 
@@ -121,24 +144,29 @@ class Machine:
             return
         width = data.shape[1]
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
-        for mem, offs, sel in self._regions(space, addr, width, op, lanes):
+        for mem, offs, sel in self.regions(space, addr, width, op, lanes, write=True):
             mem[offs[:, None] + np.arange(width)] = data[sel]
 
-    def _regions(self, space, addr, width, op, lanes):
+    def regions(self, space, addr, width, op, lanes, write: bool = False):
         """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched."""
         if space == "generic":  # by the window the address falls in
             tag = addr >> np.uint64(BUFFER_SHIFT)
-            windows = (("shared", SHARED_BASE), ("local", LOCAL_BASE), ("param", PARAM_BASE))
+            windows = (("shared", SHARED_BASE), ("local", LOCAL_BASE), ("param", PARAM_BASE), ("const", CONST_BASE))
             for window, base in windows:
                 sel = lanes & (tag == np.uint64(base >> BUFFER_SHIFT))
                 if sel.any():
-                    yield from self._regions(window, addr - np.uint64(base) if window != "param" else addr,
-                                             width, op, sel)
+                    yield from self.regions(window, addr - np.uint64(base) if window != "param" else addr,
+                                            width, op, sel, write)
             rest = lanes.copy()
             for _, base in windows:
                 rest &= tag != np.uint64(base >> BUFFER_SHIFT)
             if rest.any():
-                yield from self._regions("global", addr, width, op, rest)
+                yield from self.regions("global", addr, width, op, rest, write)
+            return
+        if space == "const":
+            if write:
+                self._fail(op, lanes, "a write to constant memory")
+            yield from self._window(self.const, "const", addr, width, op, lanes)
             return
         if space == "local":
             if self.local is None:
@@ -174,6 +202,10 @@ class Machine:
         offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).astype(np.int64)
         for i in np.unique(ids[lanes]):
             sel = lanes & (ids == i)
+            if i == (GLOBALS_BASE >> BUFFER_SHIFT) - 1:
+                yield from self._window(self.module_globals, "module .global", addr - np.uint64(GLOBALS_BASE),
+                                        width, op, sel)
+                continue
             if not 0 <= i < len(self.buffers):
                 self._fail(op, sel, f"global address 0x{int(addr[sel][0]):x} is in no buffer")
             mem = self.buffers[i]
@@ -183,6 +215,15 @@ class Machine:
                 self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(sel)[bad][:1]),
                            f"global access of {width} bytes at offset {int(o[bad][0])} of a {mem.size}-byte buffer")
             yield mem, o, sel
+
+    def _window(self, mem, what, offset, width, op, lanes):
+        """One flat memory addressed by byte offset (the module's const or global image)."""
+        a = offset[lanes].astype(np.int64)
+        bad = (a < 0) | (a + width > mem.size)
+        if bad.any():
+            self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(lanes)[bad][:1]),
+                       f"{what} access of {width} bytes at {int(a[bad][0])} outside its {mem.size} bytes")
+        yield mem, a, lanes
 
     def param_memory(self, name: str) -> np.ndarray:
         if name not in self.pmem:

@@ -7,12 +7,17 @@ one numbered list of operations, with names made unique and liveness known.
 * Labels are per function; a callee's code follows the entry's, so program counters are global.
 * Each register's last use is known, extended to the end of any loop that reads it, so the
   machine frees it once no thread can read it again (min-PC scheduling runs lower PCs first).
+* The module's `.const` and `.global` variables are laid out in images built from their
+  initializers, and each register's declared width is kept (a signed result narrower than its
+  register is sign-extended to the register's width).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from rr.ptx.model import (
     Addr,
@@ -34,6 +39,10 @@ NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "tr
 _PARAM_DECL = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$%]+)\s*(?:\[(\d+)\])?")
 _SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
 _LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
+_MODULE_VAR = re.compile(r"^\s*(?:\.(?:visible|extern|weak|common)\s+)*\.(const|global)\s+(?:\.align\s+(\d+)\s+)?"
+                         r"(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)\s*((?:\[\d*\]\s*)*)(?:=\s*(.*?))?\s*;?\s*$", re.S)
+_REG_DECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?(?:\.align\s+\d+\s+)?\.(\w+)\s+(.*?);?\s*$", re.S)
+_REG_ITEM = re.compile(r"\s*([%\w$]+?)\s*(?:<\s*(\d+)\s*>)?\s*$")
 
 
 class DecodeError(ValueError):
@@ -75,6 +84,18 @@ class Program:
     local_bytes: int = 0
     last_use: dict = field(default_factory=dict)  # register -> pc after which it is dead
     frees: dict = field(default_factory=dict)  # pc -> registers to free after it
+    const: dict = field(default_factory=dict)  # .const symbol -> offset in the const image
+    const_image: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    globals: dict = field(default_factory=dict)  # module .global symbol -> offset in its image
+    globals_image: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    reg_widths: dict = field(default_factory=dict)  # register, or `%r`-style prefix of `%r<N>` -> bits
+
+    def register_bits(self, name: str) -> int | None:
+        """The declared width of a register (1 for a predicate), None where nothing declares it."""
+        bits = self.reg_widths.get(name)
+        if bits is None:
+            bits = self.reg_widths.get(name.rstrip("0123456789") + "<>")
+        return bits
 
 
 def _rename(op, name, registers=frozenset()):
@@ -124,6 +145,80 @@ def _space_layout(module, functions, space: str) -> tuple[dict, int]:
     return offsets, at
 
 
+def _type_bits(t: str) -> int | None:
+    if t == "pred":
+        return 1
+    digits = re.sub(r"\D", "", t)
+    return int(digits) if digits and t[0] in "bsuf" and not t.endswith("x2") else (32 if t.endswith("x2") else None)
+
+
+def _record_registers(text: str, prefix: str, widths: dict, scoped: dict | None = None) -> None:
+    """Declared widths of a `.reg` directive's registers: `%r<9>` as the prefix `%r<>`, a single
+    name as itself (through `scoped`, the block's renaming, when inside a `{ }` block)."""
+    m = _REG_DECL.match(text.strip())
+    bits = _type_bits(m.group(1)) if m else None
+    if bits is None:
+        return
+    for item in m.group(2).split(","):
+        it = _REG_ITEM.match(item)
+        if not it:
+            continue
+        name, count = it.group(1), it.group(2)
+        if count is not None and scoped is None:
+            widths[f"{prefix}{name}<>"] = bits
+        elif count is not None:
+            for i in range(int(count)):
+                widths[scoped.get(f"{name}{i}", f"{prefix}{name}{i}")] = bits
+        else:
+            widths[(scoped or {}).get(name, prefix + name)] = bits
+
+
+def _initializer(text: str, typ: str, count: int, where: str) -> bytes:
+    """The bytes of a module variable's `= {…}` initializer (integers and 0f/0d floats of the
+    declared type; elements past the list are zero)."""
+    width = max((_type_bits(typ) or 8) // 8, 1)
+    dtype = {"f": {2: np.float16, 4: np.float32, 8: np.float64}}.get(typ[0], {}).get(width)
+    values = [v for v in re.split(r"[\s,{}]+", text) if v]
+    if len(values) > count:
+        raise DecodeError(f"{where}: {len(values)} initial values for {count} elements")
+    out = bytearray(width * count)
+    for i, v in enumerate(values):
+        try:
+            if v[:2].lower() in ("0f", "0d"):
+                raw = int(v[2:], 16)
+            elif dtype is not None:
+                raw = int(np.array(float(v), dtype).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[width]))
+            else:
+                raw = int(v, 0)
+        except ValueError:
+            raise DecodeError(f"{where}: initial value {v!r} (only numbers are supported, not addresses)") from None
+        out[i * width:(i + 1) * width] = (raw & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+    return bytes(out)
+
+
+def _module_variables(module, space: str) -> tuple[dict, np.ndarray]:
+    """Offsets and the initial image of the module's `.const` or `.global` variables."""
+    offsets, image = {}, bytearray()
+    for item in module.items:
+        if not isinstance(item, TopLevel) or item.kind != space:
+            continue
+        m = _MODULE_VAR.match(item.text)
+        where = f"line {item.line}: .{space} variable"
+        if not m:
+            raise DecodeError(f"{where} {item.text.strip()[:60]!r} (a declaration the interpreter cannot lay out)")
+        align, vec, typ, name, dims, init = m.group(2), m.group(3), m.group(4), m.group(5), m.group(6), m.group(7)
+        sizes = [int(x) for x in re.findall(r"\[(\d*)\]", dims or "") if x] or [1]
+        if dims and "[]" in dims.replace(" ", ""):
+            raise DecodeError(f"{where} {name} has no size")
+        count = int(np.prod(sizes)) * int(vec or 1)
+        width = max((_type_bits(typ) or 8) // 8, 1)
+        at = -(-len(image) // int(align or width)) * int(align or width)
+        image.extend(bytes(at - len(image)))
+        offsets[name] = at
+        image.extend(_initializer(init, typ, count, f"{where} {name}") if init else bytes(width * count))
+    return offsets, np.frombuffer(bytes(image), np.uint8).copy()
+
+
 def decode(module, entry: str) -> Program:
     functions = {item.name: item for item in module.items if isinstance(item, Function) and item.has_body}
     if entry not in functions:
@@ -137,6 +232,7 @@ def decode(module, entry: str) -> Program:
     labels: dict[tuple, int] = {}
     blocks = [0]
     scoped_registers: set[str] = set()
+    reg_widths: dict = {}
 
     def emit_function(fname: str) -> None:
         f: Function = functions[fname]
@@ -149,6 +245,9 @@ def decode(module, entry: str) -> Program:
             for p in list(f.params) + list(f.returns):
                 param_sizes[prefix + p.name] = p.size
         counter = [0]
+        for d in f.body:
+            if isinstance(d, Directive) and d.kind == "reg":
+                _record_registers(d.text, prefix, reg_widths)
 
         def walk(items, scopes):
             for item in items:
@@ -164,6 +263,7 @@ def decode(module, entry: str) -> Program:
                             for r in d.register_names():
                                 local[r] = f"{prefix}{r}@{blocks[0]}"
                                 scoped_registers.add(local[r])
+                            _record_registers(d.text, prefix, reg_widths, local)
                         if isinstance(d, Directive) and d.kind == "param":
                             m = _PARAM_DECL.search(d.text)
                             if m:
@@ -225,8 +325,11 @@ def decode(module, entry: str) -> Program:
         if (fname, label) not in labels:
             raise DecodeError(f"{op.where()}: branch to unknown label {label!r}")
         op.target = labels[fname, label]
+    const, const_image = _module_variables(module, "const")
+    module_globals, globals_image = _module_variables(module, "global")
     program = Program(entry, ops, func_start, formals, param_sizes, shared, shared_bytes,
-                      list(functions[entry].params), local, local_bytes)
+                      list(functions[entry].params), local, local_bytes, const=const, const_image=const_image,
+                      globals=module_globals, globals_image=globals_image, reg_widths=reg_widths)
     _liveness(program)
     return program
 

@@ -3,7 +3,9 @@
 Values are computed for every lane and written only to the lanes in `mask` (None: all); memory is
 touched only by the lanes in `mask`. Arithmetic rounds as the PTX does, through `rr.numerics`
 (f16 and f16x2 with one rounding, e4m3 packs with satfinite, the `.approx` functions, `mma`).
-An instruction outside this set stops decoding with its statement, line and opcode.
+Integer and bit instructions are in `integer`, `cvt` in `convert`, warp votes and reductions in
+`warp`, atomics in `atomic`; moves, memory, floats, shuffles, barriers and images here. An
+instruction outside this set stops decoding with its statement, line and opcode.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from rr import numerics as nx
-from rr.ptx.model import Addr, Imm, Pair, Reg, Sink, Sym, Vec
+from rr.ptx.model import Vec
+from rr.run.cpu import atomic, integer, warp
+from rr.run.cpu.convert import compile_cvt
 from rr.run.cpu.machine import (
     BITS,
+    BUFFER_SHIFT,
+    CONST_BASE,
     HANDLE_BASE,
     LOCAL_BASE,
     PARAM_BASE,
@@ -22,112 +28,21 @@ from rr.run.cpu.machine import (
     ExecutionError,
     mma_sync,
 )
+from rr.run.cpu.values import (
+    Ctx,
+    Unsupported,
+    dests,
+    extend_to_register,
+    f16x2_join,
+    f16x2_split,
+    halves,
+    join_halves,
+    op_type,
+    type_bits,
+)
 
-
-class Unsupported(ValueError):
-    """An instruction the interpreter does not implement."""
-
-
-ROUNDING = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
-
-
-def _type(parts: list[str]) -> str:
-    for p in reversed(parts):
-        if p in TYPES:
-            return p
-    raise Unsupported("no operand type in the opcode")
-
-
-def view(bits, typ: str):
-    """Raw register bits as `typ` (same width, or an integer resized)."""
-    dt = np.dtype(TYPES[typ])
-    if typ == "pred":
-        return np.asarray(bits).astype(bool)
-    bits = np.asarray(bits)
-    if bits.dtype == np.bool_:
-        return bits.astype(dt)
-    if bits.dtype.itemsize == dt.itemsize:
-        return bits.view(dt)
-    return bits.astype(BITS[dt.itemsize * 8]).view(dt)  # narrower or wider integer view
-
-
-def f16x2_split(u):
-    u = np.asarray(u).view(np.uint32) if np.asarray(u).dtype != np.uint32 else np.asarray(u)
-    return (u & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16), (u >> np.uint32(16)).astype(np.uint16).view(np.float16)
-
-
-def f16x2_join(lo, hi):
-    lo = np.asarray(lo, np.float16).view(np.uint16).astype(np.uint32)
-    hi = np.asarray(hi, np.float16).view(np.uint16).astype(np.uint32)
-    return lo | (hi << np.uint32(16))
-
-
-class Ctx:
-    """Operand readers for one program: symbols resolve to shared offsets, parameter addresses."""
-
-    def __init__(self, program, param_offsets: dict):
-        self.program = program
-        self.param_offsets = param_offsets
-
-    def reader(self, operand, typ: str, op):
-        """A function m -> the operand's value as `typ` (an array or a numpy scalar)."""
-        dt = TYPES[typ]
-        if isinstance(operand, Reg):
-            name, neg = operand.name, operand.negated
-            if operand.special:
-                return lambda m: view(m.special[name], typ) if typ != "pred" else m.special[name]
-            if typ == "pred":
-                return (lambda m: ~m.get(name, op).astype(bool)) if neg else (lambda m: m.get(name, op).astype(bool))
-            return lambda m: view(m.get(name, op), typ)
-        if isinstance(operand, Imm):
-            text = operand.text.rstrip("Uu")
-            if text[:2].lower() in ("0f", "0d"):
-                raw = int(text[2:], 16)
-                value = np.array(raw, np.uint32 if text[1] in "fF" else np.uint64).view(
-                    np.float32 if text[1] in "fF" else np.float64)
-                value = value.astype(dt) if typ in ("f16", "f32", "f64") else value.view(BITS[value.dtype.itemsize * 8]).astype(dt)
-            elif np.dtype(dt).kind == "f":
-                value = np.array(operand.value, dt)
-            else:
-                bits = np.dtype(dt).itemsize * 8
-                value = np.array(int(operand.value) & ((1 << bits) - 1), BITS[bits]).view(dt)
-            return lambda m: value
-        if isinstance(operand, Sym):
-            v = self.symbol(operand.name, op)
-            value = np.array(v, np.uint64).astype(dt) if np.dtype(dt).kind in "ui" else np.array(v, dt)
-            return lambda m: value
-        raise Unsupported(f"operand {operand} as a {typ} value")
-
-    def symbol(self, name: str, op) -> int:
-        if name in self.program.shared:
-            return self.program.shared[name]
-        if name in self.program.local:
-            return self.program.local[name]
-        if name in self.param_offsets:
-            return PARAM_BASE + self.param_offsets[name]
-        if name == "WARP_SZ":
-            return 32
-        raise Unsupported(f"symbol {name!r} (not a shared variable or kernel parameter)")
-
-    def address(self, a: Addr, op):
-        """A function m -> per-lane address (uint64), and the param-memory name if any."""
-        if isinstance(a.base, Sym) and a.base.name in self.program.param_sizes:
-            off = a.offset
-            return (lambda m: np.full(m.n, off, np.uint64)), a.base.name
-        if a.base is None:
-            c = np.uint64(a.offset & (2 ** 64 - 1))
-            return (lambda m: c), None
-        base = self.reader(a.base, "u64", op)
-        off = np.uint64(a.offset & (2 ** 64 - 1))
-        return (lambda m: base(m) + off), None
-
-
-def _dests(operand) -> list:
-    if isinstance(operand, Vec):
-        return [None if isinstance(x, Sink) else x.name for x in operand.items]
-    if isinstance(operand, Pair):
-        return [operand.first.name, None if isinstance(operand.second, Sink) else operand.second.name]
-    return [operand.name]
+_type = op_type
+_dests = dests
 
 
 def compile_op(op, ctx: Ctx):
@@ -175,92 +90,60 @@ def _mov(op, parts, ctx):
 
 
 def _cvta(op, parts, ctx):
-    """Generic ↔ state-space addresses: global addresses are the same in both; a shared or local
-    offset becomes SHARED_BASE / LOCAL_BASE + offset as a generic address, and back."""
+    """Generic ↔ state-space addresses: global addresses are the same in both; a shared, local or
+    const offset becomes SHARED_BASE / LOCAL_BASE / CONST_BASE + offset as a generic address, and back."""
     typ = "u64" if parts[-1] == "u64" else "u32"
     src = ctx.reader(op.operands[1], typ, op)
     d = op.operands[0].name
-    window = next((w for w in ("shared", "local") if w in parts), None)
+    window = next((w for w in ("shared", "local", "const") if w in parts), None)
     if window is None:
+        if "param" in parts:
+            raise Unsupported(f"{op.opcode!r}")
         return lambda m, mask: m.put(d, src(m), mask)
-    base = np.uint64(SHARED_BASE if window == "shared" else LOCAL_BASE)
+    base = np.uint64({"shared": SHARED_BASE, "local": LOCAL_BASE, "const": CONST_BASE}[window])
     if "to" in parts:
         return lambda m, mask: m.put(d, (np.asarray(src(m)).astype(np.uint64) - base).astype(TYPES[typ]), mask)
     return lambda m, mask: m.put(d, np.asarray(src(m)).astype(np.uint64) + base, mask)
 
 
-def _cvt(op, parts, ctx):
-    types = [p for p in parts[1:] if p in TYPES]
-    dtyp, styp = types[-2], types[-1]
-    mods = set(parts[1:]) - set(types)
+def _isspacep(op, parts, ctx):
+    """isspacep.{global,shared,local,const,param}: the window a generic address falls in."""
+    space = parts[1] if len(parts) > 1 else ""
+    windows = {"shared": SHARED_BASE, "local": LOCAL_BASE, "const": CONST_BASE, "param": PARAM_BASE}
+    if space not in windows and space != "global":
+        raise Unsupported(f"{op.opcode!r}")
     d = op.operands[0].name
-    if dtyp in ("e4m3x2", "e5m2x2"):
-        to8 = nx.to_e4m3 if dtyp == "e4m3x2" else nx.to_e5m2
-        if styp == "f16x2":
-            a = ctx.reader(op.operands[1], "f16x2", op)
-
-            def run(m, mask):
-                lo, hi = f16x2_split(a(m))
-                m.put(d, to8(lo).astype(np.uint16) | (to8(hi).astype(np.uint16) << np.uint16(8)), mask)
-            return run
-        if styp != "f32":
-            raise Unsupported(f"cvt to {dtyp} from {styp}")
-        # two f32: a → the upper byte. Rounding f32 → f16 → fp8 could round twice; fp8's 2–3
-        # mantissa bits against f16's 10 make that innocuous except at f16 subnormals.
-        a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
-        return lambda m, mask: m.put(d, to8(nx.f16(b(m))).astype(np.uint16)
-                                     | (to8(nx.f16(a(m))).astype(np.uint16) << np.uint16(8)), mask)
-    if dtyp == "f16x2" and styp in ("e4m3x2", "e5m2x2"):
-        from8 = nx.from_e4m3 if styp == "e4m3x2" else nx.from_e5m2
-        a = ctx.reader(op.operands[1], "b16", op)
-
-        def run(m, mask):
-            v = np.asarray(a(m))
-            m.put(d, f16x2_join(from8((v & np.uint16(0xFF)).astype(np.uint8)),
-                                from8((v >> np.uint16(8)).astype(np.uint8))), mask)
-        return run
-    if dtyp == "f16x2" and styp == "f32":  # a → upper half, b → lower half
-        a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
-        return lambda m, mask: m.put(d, f16x2_join(nx.f16(b(m)), nx.f16(a(m))), mask)
-    src = ctx.reader(op.operands[1], styp, op)
-    dt = np.dtype(TYPES[dtyp])
-    sat = "sat" in mods
-    rnd = next((r for r in mods if r in ROUNDING), None)
-    ftz = "ftz" in mods
+    a = ctx.reader(op.operands[1], "u64", op)
+    tags = [np.uint64(b >> BUFFER_SHIFT) for b in windows.values()]
 
     def run(m, mask):
-        v = np.asarray(src(m))
-        if dt.kind == "f":
-            if ftz and v.dtype == np.float32:
-                v = nx._ftz(v)
-            r = v.astype(np.float64).astype(dt) if v.dtype.kind in "iu" and dt == np.float16 else v.astype(dt)
-            if sat:
-                r = np.clip(r, 0, 1).astype(dt)
-        elif v.dtype.kind == "f":  # float → integer: round as asked, saturate, NaN → 0
-            f = v.astype(np.float64)
-            f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)(f)
-            info = np.iinfo(dt)
-            r = np.where(np.isnan(f), 0, np.clip(f, info.min, info.max)).astype(dt)
-        else:  # integer → integer: sign or zero extension by the source, truncation to the dest
-            r = v.astype(np.int64 if v.dtype.kind == "i" else np.uint64).astype(dt)
-            if sat:
-                info = np.iinfo(dt)
-                r = np.clip(v.astype(np.int64), info.min, info.max).astype(dt)
-        m.put(d, r, mask)
+        tag = np.asarray(a(m), np.uint64) >> np.uint64(BUFFER_SHIFT)
+        if space == "global":
+            r = ~np.isin(tag, tags) & (tag != np.uint64(HANDLE_BASE >> BUFFER_SHIFT))
+        else:
+            r = tag == np.uint64(windows[space] >> BUFFER_SHIFT)
+        m.put(d, np.broadcast_to(r, (m.n,)), mask)
     return run
 
 
-# -- integer and float arithmetic ------------------------------------------------------------------
+# -- arithmetic: integers go to `integer`, floats stay here -------------------------------------
 
 _F16_BIN = {"add": nx.add, "sub": nx.sub, "mul": nx.mul, "min": nx.fmin, "max": nx.fmax}
+_FLOATS = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 
 def _arith(op, parts, ctx):
     base = parts[0]
     typ = _type(parts)
-    mods = set(parts[1:])
+    if typ not in _FLOATS:
+        handler = integer.HANDLERS.get(base)
+        if handler is None:
+            raise Unsupported(f"{op.opcode!r}")
+        return handler(op, parts, ctx)
     d = op.operands[0].name
     srcs = op.operands[1:]
+    if typ in ("bf16", "bf16x2"):
+        return _bf16(op, parts, ctx, typ)
     if typ in ("f16", "f16x2"):
         rt = "b16" if typ == "f16" else "f16x2"
         rs = [ctx.reader(s, rt, op) for s in srcs]
@@ -277,25 +160,93 @@ def _arith(op, parts, ctx):
                 m.put(d, f16x2_join(lo, hi), mask)
         return run
     rs = [ctx.reader(s, typ, op) for s in srcs]
-    if typ in ("f32", "f64"):
-        fn = _float_fn(base, mods, typ)
-    else:
-        fn = _int_fn(base, parts, typ)
+    fn = _float_fn(base, set(parts[1:]), typ)
     if fn is None:
         raise Unsupported(f"{op.opcode!r}")
-    return lambda m, mask: m.put(d, fn(*[r(m) for r in rs]), mask)
+    return integer._run(d, fn, rs)
+
+
+def _relu(x):
+    """`.relu` on f16: negative results become +0, a NaN the canonical NaN."""
+    r = np.where(x < 0, np.float16(0), x)
+    return np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), r)
+
+
+def _min_max_fn(base, parts, dt):
+    """PTX min/max on one float dtype, with .NaN, .xorsign.abs and .ftz (f32)."""
+    minimum, nan = base == "min", "NaN" in parts
+    xorsign = "xorsign" in parts
+    ftz = "ftz" in parts and dt == np.float32
+
+    def f(a, b):
+        x, y = np.asarray(a, dt), np.asarray(b, dt)
+        if ftz:
+            x, y = nx.flush_subnormal(x), nx.flush_subnormal(y)
+        if xorsign:
+            sign = np.signbit(x) ^ np.signbit(y)
+            x, y = np.abs(x), np.abs(y)
+        r = nx.ptx_min_max(x, y, minimum, nan)
+        if xorsign:
+            r = np.where(np.isnan(r), r, np.where(sign, -np.abs(r), np.abs(r)))
+        return nx.flush_subnormal(r) if ftz else r
+    return f
 
 
 def _f16_fn(base, parts):
+    if base in ("min", "max"):
+        return _min_max_fn(base, parts, np.float16)
     if base in _F16_BIN:
         return _F16_BIN[base]
     if base == "fma":
-        return nx.fma
+        return (lambda a, b, c: _relu(nx.fma(a, b, c))) if "relu" in parts else nx.fma
     if base == "neg":
         return nx.neg
     if base == "abs":
         return lambda a: np.abs(np.asarray(a, np.float16))
     raise Unsupported(f"f16 {'.'.join(parts)}")
+
+
+def _bf16(op, parts, ctx, typ):
+    """bf16/bf16x2 add, sub, mul, fma (.relu), min, max, neg, abs: exact in f64 where a single
+    f64 rounding cannot disturb the bf16 one (products and sums of two bf16), fma through a
+    round-to-odd f64 sum, then rounded to bf16."""
+    base = parts[0]
+    d = op.operands[0].name
+    rt = "b16" if typ == "bf16" else "b32"
+    rs = [ctx.reader(s, rt, op) for s in op.operands[1:]]
+
+    def val(bits):
+        return nx.float_value(bits, "bf16")
+
+    def out(x):
+        return nx.float_bits(nx.round_float(x, "bf16"), "bf16")
+    if base in ("add", "sub", "mul"):
+        g = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]
+        fn = lambda a, b: out(g(val(a), val(b)))  # noqa: E731
+    elif base == "fma":
+        relu = "relu" in parts
+
+        def fn(a, b, c):
+            r = out(nx.round_to_odd_sum(val(a) * val(b), val(c)))
+            if relu:
+                x = val(r)
+                r = np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["bf16"]), np.where(x < 0, np.uint16(0), r))
+            return r
+    elif base in ("min", "max"):
+        mm = _min_max_fn(base, parts, np.float32)
+        fn = lambda a, b: nx.float_bits(mm(val(a).astype(np.float32), val(b).astype(np.float32)).astype(np.float64), "bf16")  # noqa: E731
+    elif base in ("neg", "abs"):
+        flip = np.uint16(0x8000)
+        fn = (lambda a: np.asarray(a, np.uint16) ^ flip) if base == "neg" else (lambda a: np.asarray(a, np.uint16) & ~flip)
+    else:
+        raise Unsupported(f"{op.opcode!r}")
+    if typ == "bf16":
+        return integer._run(d, lambda *v: np.asarray(fn(*[np.asarray(x).astype(np.uint16) for x in v])).astype(np.uint16), rs)
+
+    def packed(*words):
+        pairs = [halves(w) for w in words]
+        return join_halves(np.asarray(fn(*[p[0] for p in pairs])), np.asarray(fn(*[p[1] for p in pairs])))
+    return integer._run(d, packed, rs)
 
 
 def _float_fn(base, mods, typ):
@@ -316,8 +267,7 @@ def _float_fn(base, mods, typ):
             return lambda a, b: nx.div_approx(a, b) if typ == "f32" else np.asarray(a, dt) / b
         return lambda a, b: r((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
     if base in ("min", "max"):
-        f = np.fmin if base == "min" else np.fmax
-        return lambda a, b: r(f(r(a), r(b)))
+        return _min_max_fn(base, mods, dt)
     if base == "neg":
         return lambda a: -np.asarray(a, dt)
     if base == "abs":
@@ -332,100 +282,98 @@ def _float_fn(base, mods, typ):
         return nx.ex2_approx
     if base == "lg2":
         return lambda a: r(np.log2(np.asarray(a, np.float64)).astype(dt))
+    if base == "copysign":  # the sign of a on the magnitude of b
+        return lambda a, b: np.copysign(np.asarray(b, dt), np.asarray(a, dt))
     return None
 
 
-def _int_fn(base, parts, typ):
-    dt = np.dtype(TYPES[typ])
-    bits = dt.itemsize * 8
-    wide = np.int64 if dt.kind == "i" else np.uint64
-    if base in ("add", "sub", "and", "or", "xor"):
-        f = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or,
-             "xor": np.bitwise_xor}[base]
-        if typ == "pred":
-            if base in ("add", "sub"):
-                raise Unsupported(f"{base}.pred")
-            return lambda a, b: f(np.asarray(a, bool), np.asarray(b, bool))
-        return lambda a, b: f(np.asarray(a, dt), np.asarray(b, dt))
-    if base == "not":
-        return (lambda a: ~np.asarray(a, bool)) if typ == "pred" else (lambda a: ~np.asarray(a, dt))
-    if base == "neg":
-        return lambda a: (-np.asarray(a, dt).astype(np.int64)).astype(dt)
-    if base == "abs":
-        return lambda a: np.abs(np.asarray(a, dt).astype(np.int64)).astype(dt)
-    if base in ("min", "max"):
-        return np.minimum if base == "min" else np.maximum
-    if base == "mul":
-        if "wide" in parts:
-            out = np.int64 if dt.kind == "i" else np.uint64
-            return lambda a, b: np.asarray(a, dt).astype(out) * np.asarray(b, dt).astype(out)
-        if "hi" in parts:
-            if bits == 64:
-                raise Unsupported("mul.hi of 64-bit integers")
-            return lambda a, b: ((np.asarray(a, dt).astype(wide) * np.asarray(b, dt).astype(wide)) >> bits).astype(dt)
-        return lambda a, b: (np.asarray(a, dt).astype(wide) * np.asarray(b, dt).astype(wide)).astype(dt)
-    if base == "mad":
-        if "wide" in parts:
-            out = np.int64 if dt.kind == "i" else np.uint64
-            return lambda a, b, c: np.asarray(a, dt).astype(out) * np.asarray(b, dt).astype(out) + np.asarray(c, out)
-        return lambda a, b, c: (np.asarray(a, dt).astype(wide) * np.asarray(b, dt).astype(wide)
-                                + np.asarray(c, dt).astype(wide)).astype(dt)
-    if base in ("div", "rem"):
-        def f(a, b):
-            a, b = np.asarray(a, dt).astype(np.int64), np.asarray(b, dt).astype(np.int64)
-            safe = np.where(b == 0, 1, b)
-            q = np.sign(a) * np.sign(safe) * (np.abs(a) // np.abs(safe))
-            return (q if base == "div" else a - q * safe).astype(dt)
-        return f
-    if base in ("shl", "shr"):
-        def f(a, b):
-            a = np.asarray(a, dt)
-            n = np.asarray(b).astype(np.int64)
-            clipped = np.minimum(n, bits - 1).astype(dt)
-            if base == "shl":
-                return np.where(n >= bits, dt.type(0), a << clipped).astype(dt)
-            if dt.kind == "i":  # arithmetic: the sign fills in
-                return (a >> clipped).astype(dt)
-            return np.where(n >= bits, dt.type(0), a >> clipped).astype(dt)
-        if base == "shr" and typ.startswith("b"):  # shr.b is a logical shift: shr.u on the bits
-            udt, logical = BITS[bits], _int_fn("shr", ["shr", f"u{bits}"], f"u{bits}")
-            return lambda a, b: logical(np.asarray(a).view(udt), b)
-        return f
-    return None
+_TESTP = {
+    "finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,
+    "normal": lambda x: np.isfinite(x) & ((np.abs(x) >= np.finfo(x.dtype).tiny) | (x == 0)),
+    "subnormal": lambda x: (np.abs(x) < np.finfo(x.dtype).tiny) & (x != 0),
+}
+
+
+def _testp(op, parts, ctx):
+    """testp: a predicate from the float's class (zeros count as normal, as the ISA says)."""
+    test = next((p for p in parts[1:] if p in _TESTP), None)
+    typ = _type(parts)
+    if test is None or typ not in ("f32", "f64"):
+        raise Unsupported(f"{op.opcode!r}")
+    d = op.operands[0].name
+    a = ctx.reader(op.operands[1], typ, op)
+    fn = _TESTP[test]
+    return lambda m, mask: m.put(d, np.broadcast_to(fn(np.asarray(a(m))), (m.n,)), mask)
+
+
+def _compare(cmp: str):
+    """setp/set's comparison on two typed values (the unordered forms true for a NaN)."""
+    unsigned = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+    base_cmp = unsigned.get(cmp, cmp.rstrip("u") if cmp.endswith("u") and cmp not in ("nu",) else cmp)
+    fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}
+    if cmp not in ("num", "nan") and base_cmp not in fns:
+        raise Unsupported(f"comparison {cmp!r}")
+
+    def f(x, y):
+        if cmp == "num":
+            return ~(np.isnan(x) | np.isnan(y))
+        if cmp == "nan":
+            return np.isnan(x) | np.isnan(y)
+        r = fns[base_cmp](x, y)
+        if cmp.endswith("u") and cmp not in unsigned and np.asarray(x).dtype.kind == "f":
+            r = r | np.isnan(x) | np.isnan(y)
+        return r
+    return f
+
+
+_BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
 def _setp(op, parts, ctx):
     typ = _type(parts)
     cmp = parts[1]
-    boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
-    dests = _dests(op.operands[0])
-    a, b = ctx.reader(op.operands[1], typ if typ not in ("f16",) else "f16", op), ctx.reader(op.operands[2], typ, op)
+    boolop = next((p for p in parts[2:] if p in _BOOL), None)
+    names = _dests(op.operands[0])
+    rt = {"bf16": "b16", "f16x2": "b32", "bf16x2": "b32"}.get(typ, typ)
+    if rt != typ:
+        raise Unsupported(f"{op.opcode!r}")
+    a, b = ctx.reader(op.operands[1], typ, op), ctx.reader(op.operands[2], typ, op)
     c = ctx.reader(op.operands[3], "pred", op) if boolop else None
-    unsigned = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
-    base_cmp = unsigned.get(cmp, cmp.rstrip("u") if cmp.endswith("u") and cmp not in ("nu",) else cmp)
-    fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-           "ge": np.greater_equal}
+    compare = _compare(cmp)
 
     def run(m, mask):
-        x, y = a(m), b(m)
-        if cmp == "num":
-            r = ~(np.isnan(x) | np.isnan(y))
-        elif cmp == "nan":
-            r = np.isnan(x) | np.isnan(y)
-        else:
-            r = fns[base_cmp](x, y)
-            if cmp.endswith("u") and cmp not in unsigned and np.asarray(x).dtype.kind == "f":
-                r = r | np.isnan(x) | np.isnan(y)
-        r = np.broadcast_to(r, (m.n,))
+        r = np.broadcast_to(compare(a(m), b(m)), (m.n,))
         if boolop:
             p = c(m)
-            r2 = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[boolop](~r, p)
-            r = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[boolop](r, p)
+            r2 = _BOOL[boolop](~r, p)
+            r = _BOOL[boolop](r, p)
         else:
             r2 = ~r
-        m.put(dests[0], r, mask)
-        if len(dests) > 1 and dests[1]:
-            m.put(dests[1], r2, mask)
+        m.put(names[0], r, mask)
+        if len(names) > 1 and names[1]:
+            m.put(names[1], r2, mask)
+    return run
+
+
+def _set(op, parts, ctx):
+    """set.cmp.dtype.stype: all ones (integer destination) or 1.0f for true, 0 for false."""
+    types = [p for p in parts[2:] if p in TYPES]
+    if len(types) != 2 or types[0] not in ("u32", "s32", "b32", "f32"):
+        raise Unsupported(f"{op.opcode!r}")
+    dtyp, styp = types
+    boolop = next((p for p in parts[2:] if p in _BOOL), None)
+    d = op.operands[0].name
+    a, b = ctx.reader(op.operands[1], styp, op), ctx.reader(op.operands[2], styp, op)
+    c = ctx.reader(op.operands[3], "pred", op) if boolop else None
+    compare = _compare(parts[1])
+    true = np.float32(1.0).view(np.uint32) if dtyp == "f32" else np.uint32(0xFFFFFFFF)
+
+    def run(m, mask):
+        r = np.broadcast_to(compare(a(m), b(m)), (m.n,))
+        if boolop:
+            r = _BOOL[boolop](r, c(m))
+        m.put(d, np.where(r, true, np.uint32(0)), mask)
     return run
 
 
@@ -435,6 +383,26 @@ def _selp(op, parts, ctx):
     a, b = ctx.reader(op.operands[1], typ, op), ctx.reader(op.operands[2], typ, op)
     c = ctx.reader(op.operands[3], "pred", op)
     return lambda m, mask: m.put(d, np.where(c(m), a(m), b(m)).astype(TYPES[typ]), mask)
+
+
+def _slct(op, parts, ctx):
+    """slct.dtype.{s32,f32} d, a, b, c: a where c >= 0 (-0 included, NaN not), else b."""
+    types = [p for p in parts[1:] if p in TYPES]
+    if len(types) != 2 or types[1] not in ("s32", "f32"):
+        raise Unsupported(f"{op.opcode!r}")
+    dtyp, ctyp = types
+    bt = f"b{type_bits(dtyp)}"
+    d = op.operands[0].name
+    a, b = ctx.reader(op.operands[1], bt, op), ctx.reader(op.operands[2], bt, op)
+    c = ctx.reader(op.operands[3], ctyp, op)
+    ftz = "ftz" in parts and ctyp == "f32"
+
+    def run(m, mask):
+        cv = c(m)
+        if ftz:
+            cv = nx.flush_subnormal(cv)
+        m.put(d, np.where(np.asarray(cv) >= 0, a(m), b(m)), mask)
+    return run
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -449,8 +417,6 @@ def _space(parts) -> str:
 def _access(op, parts, ctx, address) -> tuple:
     """(state space, vector length, bytes per element, address function, param-memory name)."""
     space = _space(parts)
-    if space == "const":
-        raise Unsupported(f"{parts[0]}.const")
     vec = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
     addr, pm = ctx.address(address, op)
     return space, vec, np.dtype(TYPES[_type(parts)]).itemsize, addr, pm
@@ -458,7 +424,10 @@ def _access(op, parts, ctx, address) -> tuple:
 
 def _ld(op, parts, ctx):
     space, vec, width, addr, pm = _access(op, parts, ctx, op.operands[1])
-    dests = _dests(op.operands[0]) if vec > 1 else [op.operands[0].name]
+    names = _dests(op.operands[0]) if vec > 1 else [op.operands[0].name]
+    typ = _type(parts)
+    # a signed element narrower than its register is sign-extended to the register's width
+    extend = [extend_to_register(ctx, name, typ) for name in names]
 
     def run(m, mask):
         a = addr(m)
@@ -471,9 +440,10 @@ def _ld(op, parts, ctx):
         else:
             raw = m.gather(space, a, width * vec, op, mask)
         vals = np.ascontiguousarray(raw).view(BITS[width * 8]).reshape(m.n, vec)
-        for i, name in enumerate(dests):
+        for i, name in enumerate(names):
             if name:
-                m.put(name, vals[:, i].copy(), mask)
+                v = vals[:, i].copy()
+                m.put(name, v if extend[i] is None else extend[i](v), mask)
     return run
 
 
@@ -552,16 +522,52 @@ def _mma(op, parts, ctx):
     return lambda m, mask: mma_sync(m, op, mask, d, a, b, c)
 
 
+def _block_check(m, op, mask):
+    """A block barrier must be reached by every live thread of each block that reaches it."""
+    if mask is None:
+        return
+    per_block = mask.reshape(m.nblocks, m.T)
+    live = (~m.done).reshape(m.nblocks, m.T)
+    reached = per_block.any(1)
+    if not np.all(per_block[reached] == live[reached]):
+        raise ExecutionError(f"{op.where()}: bar.sync reached by part of a block (a divergent barrier)")
+
+
 def _bar(op, parts, ctx):
+    if "warp" in parts:  # bar.warp.sync: the interpreter's warps run in lockstep
+        return lambda m, mask: None
+    if "red" in parts:
+        return _bar_red(op, parts, ctx)
+    if "arrive" in parts or len(op.operands) > 1:
+        raise Unsupported(f"{op.opcode!r} (named barriers with a thread count)")
+    return lambda m, mask: _block_check(m, op, mask)
+
+
+def _bar_red(op, parts, ctx):
+    """bar.red.popc.u32 d, 0, {!}c (threads of the block with c true), bar.red.{and,or}.pred."""
+    kind = next((p for p in parts if p in ("popc", "and", "or")), None)
+    if kind is None or len(op.operands) != 3:
+        raise Unsupported(f"{op.opcode!r}")
+    d = op.operands[0].name
+    c = ctx.reader(op.operands[2], "pred", op)
+
     def run(m, mask):
-        if mask is None:
-            return
-        per_block = mask.reshape(m.nblocks, m.T)
-        live = (~m.done).reshape(m.nblocks, m.T)
-        reached = per_block.any(1)
-        if not np.all(per_block[reached] == live[reached]):
-            raise ExecutionError(f"{op.where()}: bar.sync reached by part of a block (a divergent barrier)")
+        _block_check(m, op, mask)
+        act = (np.ones(m.n, bool) if mask is None else mask).reshape(m.nblocks, m.T)
+        p = np.broadcast_to(c(m), (m.n,)).reshape(m.nblocks, m.T)
+        if kind == "popc":
+            r = (p & act).sum(1).astype(np.uint32)
+        elif kind == "and":
+            r = (p | ~act).all(1)
+        else:
+            r = (p & act).any(1)
+        m.put(d, np.repeat(r, m.T), mask)
     return run
+
+
+def _nothing(op, parts, ctx):
+    """Memory fences and hints: the interpreter's memory is sequentially consistent."""
+    return lambda m, mask: None
 
 
 # -- textures and surfaces ------------------------------------------------------------------------
@@ -634,9 +640,15 @@ def _sust(op, parts, ctx):
 
 
 _HANDLERS = {
-    "mov": _mov, "cvta": _cvta, "cvt": _cvt, "setp": _setp, "selp": _selp, "ld": _ld, "st": _st,
+    "mov": _mov, "cvta": _cvta, "cvt": compile_cvt, "setp": _setp, "set": _set, "selp": _selp, "slct": _slct,
+    "ld": _ld, "ldu": _ld, "st": _st, "isspacep": _isspacep, "testp": _testp,
     "shfl": _shfl, "movmatrix": _movmatrix, "mma": _mma, "bar": _bar, "barrier": _bar, "tex": _tex,
-    "sust": _sust,
+    "sust": _sust, "atom": atomic.compile_atom, "red": atomic.compile_atom,
+    "membar": _nothing, "fence": _nothing, "nanosleep": _nothing, "prefetch": _nothing, "prefetchu": _nothing,
+    **warp.HANDLERS,
+    **{k: integer.HANDLERS[k] for k in ("lop3", "shf", "bfe", "bfi", "prmt", "brev", "clz", "popc", "bfind",
+                                        "mul24", "mad24", "sad", "dp4a", "dp2a", "cnot", "addc", "subc", "madc")},
+    **{k: integer.HANDLERS[k] for k in integer.HANDLERS if k[0] == "v"},
     **{k: _arith for k in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs", "and",
-                           "or", "xor", "not", "shl", "shr", "sqrt", "rcp", "rsqrt", "ex2", "lg2")},
+                           "or", "xor", "not", "shl", "shr", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "copysign")},
 }

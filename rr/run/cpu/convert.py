@@ -1,0 +1,208 @@
+"""`cvt` for the CPU interpreter: between every integer and float type (f16, bf16, tf32, f32,
+f64) with the rounding the opcode names (.rn/.rz/.rm/.rp/.rna for the float result, .rni/.rzi/
+.rmi/.rpi for an integral one), float -> integer saturation and NaN -> 0, integer .sat, .ftz,
+float .sat, .relu and .satfinite, the packed f16x2/bf16x2 pairs, and the fp8 packs of the engine's
+kernels. Each statement is compiled once into the narrowest closure its types allow; the
+rounding itself is `rr.numerics` (`round_float`, `round_integer`, `float_to_integer`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rr import numerics as nx
+from rr.run.cpu.machine import TYPES
+from rr.run.cpu.values import Unsupported, dests, extend_to_register, f16x2_join, f16x2_split, type_bits
+
+FLOATS = ("f16", "bf16", "tf32", "f32", "f64")
+INTEGERS = ("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64")
+MODIFIERS = {"rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "ftz", "sat", "relu", "satfinite"}
+_IT = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32, (64, True): np.int64,
+       (8, False): np.uint8, (16, False): np.uint16, (32, False): np.uint32, (64, False): np.uint64}
+
+
+def _source(ctx, operand, styp, op, ftz: bool):
+    """A reader of the source as exact f64 (floats) or as its integer type."""
+    if styp in FLOATS:
+        raw = ctx.reader(operand, {"bf16": "b16", "tf32": "b32"}.get(styp, f"b{type_bits(styp)}"), op)
+        fmt = styp
+
+        def value(m):
+            x = nx.float_value(raw(m), fmt)
+            return nx.flush_subnormal(x) if ftz else x
+        return value
+    return ctx.reader(operand, styp, op)
+
+
+def _finish(dfmt, mods):
+    """The result modifiers on f64 values of the destination format: .ftz (f32), .sat ([0, 1],
+    NaN -> +0), .relu (negatives -> +0, NaN -> canonical NaN), .satfinite (infinities ->
+    the largest finite value of that sign)."""
+    steps = []
+    if "ftz" in mods and dfmt == "f32":
+        steps.append(nx.flush_subnormal)
+    if "sat" in mods:
+        steps.append(lambda r: np.where(np.isnan(r), 0.0, np.clip(r, 0.0, 1.0)))
+    if "relu" in mods:
+        steps.append(lambda r: np.where(r < 0, 0.0, r))
+    if "satfinite" in mods:
+        big = nx.max_finite(dfmt)
+        steps.append(lambda r: np.where(np.isinf(r), np.copysign(big, r), r))
+
+    def finish(r):
+        for s in steps:
+            r = s(r)
+        return r
+    return finish
+
+
+def to_float(styp: str, dfmt: str, mods: set):
+    """The function value -> f64 of the destination format, for one source type."""
+    rnd = next((r for r in mods if r in nx.INTEGER_ROUNDING), None)
+    frnd = next((r for r in ("rn", "rz", "rm", "rp", "rna") if r in mods), "rn")
+    finish = _finish(dfmt, mods)
+    p = nx.FLOAT_FORMATS[dfmt][0]
+    if styp in FLOATS:
+        if rnd is not None:  # same size: an integral value in the same format
+            integral = nx.INTEGER_ROUNDING[rnd]
+            return lambda x: finish(nx.round_float(np.where(np.isfinite(x), nx.ROUNDINGS[integral](x), x), dfmt))
+        return lambda x: finish(nx.round_float(x, dfmt, frnd))
+    if type_bits(styp) <= 32:  # exact in f64
+        return lambda v: finish(nx.round_float(np.asarray(v).astype(np.float64), dfmt, frnd))
+    return lambda v: finish(nx.round_float(nx.round_integer(v, p, frnd), dfmt, frnd))
+
+
+def to_integer(styp: str, dtyp: str, mods: set):
+    """The function source value -> the destination integer type."""
+    bits, signed = type_bits(dtyp), dtyp[0] == "s"
+    dt = _IT[bits, signed]
+    if styp in FLOATS:
+        rnd = next((r for r in mods if r in nx.INTEGER_ROUNDING), "rzi")
+        mode = nx.INTEGER_ROUNDING[rnd]
+        return lambda x: nx.float_to_integer(x, bits, signed, mode)
+    src_signed = styp[0] == "s"
+    if "sat" not in mods:  # sign or zero extension by the source, truncation to the destination
+        wide = np.int64 if src_signed else np.uint64
+        return lambda v: np.asarray(v).astype(wide).astype(dt)
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    sbits = type_bits(styp)
+    slo, shi = (-(1 << (sbits - 1)), (1 << (sbits - 1)) - 1) if src_signed else (0, (1 << sbits) - 1)
+    st = _IT[sbits, src_signed]
+
+    def sat(v):
+        v = np.asarray(v).astype(st)
+        if lo > slo:  # clamp in the source's own type, where the bound is representable
+            v = np.maximum(v, st(lo))
+        if hi < shi:
+            v = np.minimum(v, st(hi))
+        return v.astype(dt)
+    return sat
+
+
+def _packed_pair(op, parts, ctx, dtyp, mods):
+    """cvt.frnd{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b: a to the upper half, b the lower."""
+    fmt = dtyp[:-2]
+    frnd = next((r for r in ("rn", "rz") if r in mods), None)
+    if frnd is None:
+        raise Unsupported(f"{op.opcode!r} (a packed conversion needs .rn or .rz)")
+    d = dests(op.operands[0])[0]
+    a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
+    finish = _finish(fmt, mods)
+
+    def half(x):
+        return nx.float_bits(finish(nx.round_float(np.asarray(x).astype(np.float64), fmt, frnd)), fmt).astype(np.uint32)
+    if fmt == "f16" and frnd == "rn" and not mods & {"relu", "satfinite"}:  # numpy rounds f32 -> f16 to nearest even
+        return lambda m, mask: m.put(d, f16x2_join(_f16(b(m)), _f16(a(m))), mask)
+    return lambda m, mask: m.put(d, half(b(m)) | (half(a(m)) << np.uint32(16)), mask)
+
+
+def _f16(x):
+    """`cvt.rn.f16.f32`: numpy's f32 -> f16 rounds to nearest even; a NaN becomes the canonical one."""
+    h = nx.f16(x)
+    return np.where(np.isnan(h), np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), h)
+
+
+def _fp8(op, parts, ctx, dtyp, styp, mods):
+    """The fp8 packs: cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.{f16x2,f32} and back to f16x2."""
+    d = dests(op.operands[0])[0]
+    relu = (lambda h: np.where(h < 0, np.float16(0), h)) if "relu" in mods else (lambda h: h)
+    if dtyp in ("e4m3x2", "e5m2x2"):
+        to8 = nx.to_e4m3 if dtyp == "e4m3x2" else nx.to_e5m2
+        if styp == "f16x2":
+            a = ctx.reader(op.operands[1], "f16x2", op)
+
+            def run(m, mask):
+                lo, hi = f16x2_split(a(m))
+                m.put(d, to8(relu(lo)).astype(np.uint16) | (to8(relu(hi)).astype(np.uint16) << np.uint16(8)), mask)
+            return run
+        if styp != "f32":
+            raise Unsupported(f"cvt to {dtyp} from {styp}")
+        # two f32: a -> the upper byte. Rounding f32 -> f16 -> fp8 could round twice; fp8's 2-3
+        # mantissa bits against f16's 10 make that innocuous except at f16 subnormals.
+        a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
+        return lambda m, mask: m.put(d, to8(relu(nx.f16(b(m)))).astype(np.uint16)
+                                     | (to8(relu(nx.f16(a(m)))).astype(np.uint16) << np.uint16(8)), mask)
+    if dtyp == "f16x2" and styp in ("e4m3x2", "e5m2x2"):
+        from8 = nx.from_e4m3 if styp == "e4m3x2" else nx.from_e5m2
+        a = ctx.reader(op.operands[1], "b16", op)
+
+        def run(m, mask):
+            v = np.asarray(a(m))
+            m.put(d, f16x2_join(relu(from8((v & np.uint16(0xFF)).astype(np.uint8))),
+                                relu(from8((v >> np.uint16(8)).astype(np.uint8)))), mask)
+        return run
+    raise Unsupported(f"cvt to {dtyp} from {styp}")
+
+
+def compile_cvt(op, parts, ctx):
+    types = [p for p in parts[1:] if p in TYPES]
+    if len(types) != 2:
+        raise Unsupported(f"{op.opcode!r} (a cvt names two types)")
+    dtyp, styp = types
+    mods = set(parts[1:]) - set(types)
+    if mods - MODIFIERS:
+        raise Unsupported(f"{op.opcode!r} (modifier {', '.join(sorted(mods - MODIFIERS))})")
+    if "e4m3x2" in types or "e5m2x2" in types:
+        return _fp8(op, parts, ctx, dtyp, styp, mods)
+    if dtyp in ("f16x2", "bf16x2") and styp == "f32":
+        return _packed_pair(op, parts, ctx, dtyp, mods)
+    if dtyp not in FLOATS + INTEGERS or styp not in FLOATS + INTEGERS:
+        raise Unsupported(f"cvt to {dtyp} from {styp}")
+    d = dests(op.operands[0])[0]
+    ftz = "ftz" in mods and styp == "f32"
+    fast = _fast(op, ctx, dtyp, styp, mods, d)
+    if fast is not None:
+        return fast
+    src = _source(ctx, op.operands[1], styp, op, ftz)
+    if dtyp in FLOATS:
+        convert, fmt = to_float(styp, dtyp, mods), dtyp
+        return lambda m, mask: m.put(d, nx.float_bits(convert(src(m)), fmt), mask)
+    convert = to_integer(styp, dtyp, mods)
+    extend = extend_to_register(ctx, d, dtyp)
+    if extend is not None:
+        return lambda m, mask: m.put(d, extend(convert(src(m))), mask)
+    return lambda m, mask: m.put(d, convert(src(m)), mask)
+
+
+def _fast(op, ctx, dtyp, styp, mods, d):
+    """The conversions of the engine's hot loops, straight through numpy where it rounds as the
+    PTX does: f16 -> f32 and f32 -> f16 (nearest even), and plain integer widening."""
+    if mods <= {"rn"} and dtyp == "f16" and styp in ("f32", "f64"):
+        a = ctx.reader(op.operands[1], styp, op)
+        return lambda m, mask: m.put(d, _f16(a(m)), mask)
+    if not mods and styp == "f16" and dtyp in ("f32", "f64"):
+        a = ctx.reader(op.operands[1], "f16", op)
+        dt = TYPES[dtyp]
+        canonical = np.array(nx.CANONICAL_NAN[dtyp], TYPES[f"u{type_bits(dtyp)}"]).view(dt)
+
+        def run(m, mask):
+            h = a(m)
+            m.put(d, np.where(np.isnan(h), canonical, h.astype(dt)), mask)
+        return run
+    if not mods and styp in INTEGERS and dtyp in INTEGERS and styp[0] != "s" and (
+            type_bits(dtyp) > type_bits(styp) or (dtyp[0] != "s" and type_bits(dtyp) == type_bits(styp))):
+        # zero extension, a result that is never negative: the bits as they are
+        a = ctx.reader(op.operands[1], styp, op)
+        dt = TYPES[dtyp]
+        return lambda m, mask: m.put(d, np.asarray(a(m)).astype(dt), mask)
+    return None
