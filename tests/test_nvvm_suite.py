@@ -5,9 +5,11 @@ truth comes from their CUDA source (tests/nvvm_suite.py), not from rr.
   address terms and loop facts its source has (and `--grouping gemm` joins a GEMM that NVVM's
   interleaved loads cut into several phases);
 - on every phase, `regen` and `isolate` leave the kernel's output byte-identical (or regen refuses
-  naming the loop, where the truth allows it), `f32acc` runs with finite output, and `probe`'s
-  recorded operands replayed by the mma model give back the probed D — on the cpu backend here,
-  on the H200 in the gpu variant.
+  naming the loop, where the truth allows it), and regen rebuilt from memory every operand the
+  truth places there (its own loads in the cut, and splice.json's regen.by_role says so);
+  `f32acc` runs with finite output; `probe`'s recorded operands replayed by the mma model give
+  back the probed D (exactly on the cpu backend, whose mma is the model; within the H200's
+  rounding in the gpu variant); every spliced module passes ptxas.
 """
 
 from __future__ import annotations
@@ -213,6 +215,12 @@ def _check_reloaded(kernel, phase, result: Spliced) -> None:
             loaded.update(s.defs)
     chained = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
     operands = expected_phase(kernel, phase)["operands"]
+    how = (result.splice.get("regen") or {}).get("by_role")  # what splice.json says it rebuilt
+    assert isinstance(how, dict), f"regen of phase {phase}: splice.json has no regen.by_role: {result.splice}"
+    for name, op in operands.items():
+        if op["kind"] in MEMORY_KINDS:
+            allowed = {"memory", "chain"} if name == "C" else {"memory"}
+            assert set(how.get(name, {})) <= allowed, f"regen of phase {phase}: {name} {how.get(name)}, not rebuilt"
     for s in (s for s in cut if s.opcode.startswith("mma.")):
         width = 4 if ".f32." in s.opcode else 2
         parts = {"A": s.uses[:4], "B": s.uses[4:6], "C": s.uses[6:6 + width]}
