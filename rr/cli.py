@@ -175,14 +175,12 @@ def cmd_sample_engine(args) -> int:
 
 def _described(args) -> dict:
     """DESIGN §3's description of args.entry in args.file; UserError if it has no phases."""
-    from rr.describe.provenance import block_z, param_offsets
     from rr.describe.spec import NothingToDescribe, spec_json
-    from rr.ptx import linearise
 
     module, _ = _load(args.file, args.entry)
     f = _function(module, args.entry)
     try:
-        return spec_json(f.name, linearise(f), param_offsets(f.params), block_z(f))
+        return spec_json(f, grouping=args.grouping, module=module)
     except NothingToDescribe as e:
         raise NoPhases(str(e)) from None
 
@@ -485,6 +483,12 @@ def cmd_synth(args) -> int:
     return 0
 
 
+def _grouping_option(s) -> None:
+    s.add_argument("--grouping", choices=("run", "gemm"), default="run",
+                   help="run: a phase is a maximal run of consecutive mma (the reference numbering); "
+                        "gemm: runs joined across statements that only load or compute later mma operands")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rr", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"rr {__version__}")
@@ -517,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
     s.add_argument("--entry", required=True)
     s.add_argument("--json", action="store_true", help="print the JSON object of DESIGN §3")
+    _grouping_option(s)
     s.set_defaults(func=cmd_spec)
 
     s = sub.add_parser("describe", help="write phases.parquet, epilogues.parquet and descriptor.json")
@@ -525,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output directory")
     s.add_argument("--record", action="store_true",
                    help="for an entry without mma, write a descriptor without phases (status no_phases) and exit 0")
+    _grouping_option(s)
     s.set_defaults(func=cmd_describe, reads=("file",), writes="into")
 
     s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
@@ -532,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entry", required=True)
     s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
     s.add_argument("--phase", type=_phase_number, help="the phase to cut (default: the recipe's)")
+    _grouping_option(s)
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
     s.add_argument("--record", action="store_true",
                    help="on refusal write the reason as OUT.ptx.splice.json (and an empty OUT.ptx) and exit 0")

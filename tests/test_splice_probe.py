@@ -43,7 +43,7 @@ def test_probe_leaves_the_phase_and_adds_stores_and_a_parameter(tmp_path):
     spliced = after[record["cut"]["first_stmt"] - 1:record["cut"]["first_stmt"] - 1 + record["inserted_statements"]]
     # the phase itself is untouched and in order; all that is added are the probe's own statements
     assert [s.text for s in spliced if not _probes(s)] == [s.text for s in cut]
-    stores = [s for s in spliced if s.opcode == "st.global.u32" and "%rrpd0" in s.text]
+    stores = [s for s in spliced if s.opcode == "st.global.b32" and "%rrpd0" in s.text]
     assert len(stores) == probe["words_per_thread"] == len(probe["registers"])
     assert len(probe["mma"]) == 32 and all(len(m["A"]) == 4 and len(m["B"]) == 2 and len(m["D"]) == 2
                                            for m in probe["mma"])
@@ -102,7 +102,7 @@ def test_probe_records_the_true_input_c_when_an_mma_accumulates_in_place(tmp_pat
     assert second["C"] == first["D"] and second["D"] != first["D"] != first["C"]
     stmts = linearise(parse_file(out).function("k"))
     mmas = [s.stmt for s in stmts if s.opcode.startswith("mma.")]
-    c_stores = [s.stmt for s in stmts if s.opcode == "st.global.u32" and s.uses[-1] in ("%r7", "%r8")]
+    c_stores = [s.stmt for s in stmts if s.opcode == "st.global.b32" and s.uses[-1] in ("%r7", "%r8")]
     # the loaded C is stored before the first mma overwrites it, each D right after its mma
     assert c_stores[:2] < [mmas[0]] * 2 and mmas[0] < c_stores[2] < mmas[1] < c_stores[4]
     if PTXAS:

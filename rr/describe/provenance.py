@@ -119,6 +119,17 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """`register = guard ? when_true : when_false`, by an if around one of its definitions."""
+
+    register: str
+    guard: str  # the predicate register
+    branch: int  # the branch statement that tests it
+    when_true: int  # the definition that reaches when the guard holds
+    when_false: int
+
+
+@dataclass(frozen=True)
 class InductionVariable:
     register: str
     loop: int
@@ -140,7 +151,7 @@ class Dataflow:
         self.reach = ReachingDefinitions(self.cfg)
         self._param_widths: dict[int, tuple] = {}
         self._specials = {"%laneid": _LANE, "%tid.x": _tid_x(self.block)}
-        self.ranges = Ranges(self.block, self._param_widths, _alignments(function, module))
+        self.ranges = Ranges(self.block, self._param_widths, _symbols(function, module))
         self._ops: dict[int, tuple] = {}
         self._values: dict[tuple, Value] = {}
         self._phis: dict[tuple, Value] = {}  # (register, reaching set) -> its value at the loop top
@@ -249,8 +260,8 @@ class Dataflow:
                         return None
                     out = out.plus(p.scaled(1 << (bits * i)))
                 return out
-            if base == "cvt" and (".f" in op or ".rn" in op or ".sat" in op):
-                return None
+            if base == "cvt":
+                return _integer_conversion(op, args[0], r)
             return args[0]
         if None in args:
             return None
@@ -344,6 +355,56 @@ class Dataflow:
             return step.constant
         return None
 
+    def selection(self, register: str, at: int) -> Selection | None:
+        """A register that two definitions reach through an if (or if/else) of one guarded branch:
+        `register = guard ? when_true : when_false` at `at`. The branch's block dominates the read;
+        a definition on one side lies in a block that only that edge of the branch enters (or, for
+        an if without else, the other definition lies above the branch)."""
+        reach = self.reaching(register, at)
+        if len(reach) != 2 or UNDEFINED in reach:
+            return None
+        cfg = self.cfg
+        read_block = cfg.block_of(at)
+        blocks = [cfg.block_of(d) for d in reach]
+        b = cfg.idom[read_block]
+        while b is not None:
+            branch = cfg.blocks[b].last
+            s = self.statements[branch - 1]
+            if s.opcode.startswith("bra") and s.guard is not None:
+                found = self._sides(b, branch, reach, blocks)
+                if found is not None:
+                    when_taken, when_not = found
+                    guard = s.guard.lstrip("!")
+                    negated = s.guard.startswith("!")
+                    true_def, false_def = (when_not, when_taken) if negated else (when_taken, when_not)
+                    return Selection(register, guard, branch, true_def, false_def)
+            b = cfg.idom[b]
+        return None
+
+    def _sides(self, b: int, branch: int, reach: tuple, blocks: list) -> tuple | None:
+        """(the definition that reaches when the branch is taken, the one when it is not)."""
+        cfg = self.cfg
+        fall = cfg.block_of(branch + 1) if branch + 1 <= len(self.statements) else None
+        taken = [cfg.block_of(t) for t in cfg.succ[branch - 1] if t != branch + 1 and t <= len(self.statements)]
+        if not taken or fall is None:
+            return None
+        edges = {"taken": taken[0], "fall": fall}
+        side = {}
+        for d, block in zip(reach, blocks):
+            for name, target in edges.items():
+                if cfg.blocks[target].pred == (b,) and cfg.dominates(target, block):
+                    side[d] = name
+            if d not in side and (cfg.dominates(block, b) and (block != b or d < branch)):
+                side[d] = "above"
+        kinds = sorted(side.values())
+        if len(side) != 2 or kinds not in (["fall", "taken"], ["above", "fall"], ["above", "taken"]):
+            return None
+        by = {v: k for k, v in side.items()}
+        if "above" in by:
+            other = "taken" if "fall" in by else "fall"
+            by[other] = by.pop("above")
+        return by["taken"], by["fall"]
+
     # -- accesses ----------------------------------------------------------------------------------
 
     def param_address(self, stmt: int) -> int | None:
@@ -408,6 +469,29 @@ class Dataflow:
 
 
 _SPACES = ("global", "shared", "param", "const", "local", "tex")
+_INT = re.compile(r"[bsu](8|16|32|64)$")
+
+
+def _integer_conversion(op: str, v: Value, ranges: Ranges) -> Value | None:
+    """cvt between integer types: a widening keeps the value; a narrowing keeps it when it fits,
+    and is computed lane by lane for a lane-only value (floats, rounding, saturation: None)."""
+    parts = op.split(".")[1:]
+    types = [p for p in parts if _INT.match(p) or p[:1] in "fe" and p[1:].isdigit()]
+    if len(types) != 2 or not all(_INT.match(t) for t in types) or "sat" in parts:
+        return None
+    dst, src = types
+    bits = int(dst[1:])
+    if bits >= int(src[1:]):
+        return v
+    lo, hi = ranges.interval(v)
+    if (0 <= lo and hi < 1 << bits) if dst[0] != "s" else (-(1 << bits - 1) <= lo and hi < 1 << bits - 1):
+        return v
+    if v.lane_only:
+        def narrow(x):
+            x &= (1 << bits) - 1
+            return x - (1 << bits) if dst[0] == "s" and x >> (bits - 1) else x
+        return Value.const(cmap(narrow, v.constant))
+    return None
 
 
 def _bytes(opcode: str, data) -> int:
@@ -415,18 +499,19 @@ def _bytes(opcode: str, data) -> int:
     return n * (len(data.items) if isinstance(data, Vec) else 1)
 
 
-_DECLARATION = re.compile(r"\.(?:shared|global|const|local)\b.*?\.align\s+(\d+).*?([A-Za-z_$][\w$]*)\s*(?:\[|;|=)", re.S)
+_DECLARATION = re.compile(r"\.(shared|global|const|local)\b(?:.*?\.align\s+(\d+))?.*?([A-Za-z_$][\w$]*)\s*(?:\[|;|=)", re.S)
 
 
-def _alignments(function, module) -> dict:
-    """symbol -> the alignment its declaration gives (module level and in the body)."""
+def _symbols(function, module) -> dict:
+    """symbol -> (state space, alignment in bytes) of every variable declared at module level or
+    in the body."""
     texts = [item.text for item in (module.items if module is not None else ())
              if getattr(item, "kind", None) in ("shared", "global", "const", "local", "extern", "visible")]
     out = {}
     for text in texts + body_directives(function):
         m = _DECLARATION.search(text)
         if m:
-            out[m.group(2)] = int(m.group(1))
+            out[m.group(3)] = (m.group(1), int(m.group(2) or 1))
     return out
 
 
@@ -482,14 +567,20 @@ class _Tracer:
                     self.phase_of[st] = p.phase
         self.epilogues = _Epilogues(epilogues)
         self._memo: dict[tuple, Source] = {}
+        self._operands: dict[tuple, Source] = {}
 
     def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
         """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
-        found = [self.register(r, at, skip) for r in dict.fromkeys(regs)]
-        return _combine(found)
+        reaches = tuple((r, tuple(d for d in self.flow.reaching(r, at) if d not in skip)) for r in dict.fromkeys(regs))
+        found = self._operands.get(reaches)
+        if found is None:  # an A quad read by many mma of a phase is traced once
+            found = self._operands[reaches] = _combine([self._reached(r, reach) for r, reach in reaches])
+        return found
 
     def register(self, reg: str, at: int, skip: frozenset = frozenset()) -> Source:
-        reach = tuple(d for d in self.flow.reaching(reg, at) if d not in skip)
+        return self._reached(reg, tuple(d for d in self.flow.reaching(reg, at) if d not in skip))
+
+    def _reached(self, reg: str, reach: tuple) -> Source:
         return _combine([self.definition(reg, d, 0) for d in reach]) if reach else Source("input")
 
     def definition(self, reg: str, stmt: int, depth: int) -> Source:
@@ -500,6 +591,28 @@ class _Tracer:
             self._memo[key] = Source("computed", self.epilogues.of(stmt))  # cycles: computed
             self._memo[key] = self._trace(reg, stmt, depth)
         return self._memo[key]
+
+    def descriptor(self, reg: str, at: int) -> Source:
+        """A wgmma matrix descriptor: the shared variables its computation starts from."""
+        flow = self.flow
+        symbols, seen = set(), set()
+        work = [(reg, at)]
+        while work:
+            r, st = work.pop()
+            for d in flow.reaching(r, st):
+                if d == UNDEFINED or d in seen:
+                    continue
+                seen.add(d)
+                s = flow.statements[d - 1]
+                if s.opcode.startswith("ld."):
+                    continue
+                for o in flow.operands(d)[1:]:
+                    if isinstance(o, Sym) and flow.ranges.symbols.get(o.name, ("",))[0] == "shared":
+                        symbols.add(o.name)
+                work.extend((u, d) for u in s.uses)
+        if not symbols:
+            return Source("computed", self.epilogues.of(at))
+        return Source("shared", "descriptor of " + ", ".join(sorted(symbols)))
 
     def _uses(self, stmt: int, depth: int) -> list[Source]:
         s = self.flow.statements[stmt - 1]
@@ -518,6 +631,11 @@ class _Tracer:
         here = Source("computed", self.epilogues.of(stmt))
         if stmt in self.phase_of:
             return Source("D", f"phase {self.phase_of[stmt]}", phase=self.phase_of[stmt])
+        if op.startswith(("wmma.load", "ldmatrix")):  # a warp's fragment load: its layout is the instruction's
+            acc = flow.access(stmt)
+            if acc is not None and acc.space == "shared" or op.startswith("ldmatrix"):
+                return Source("shared", self._staged(stmt, acc, depth), [acc] if acc else [])
+            return Source("weight", acc.base or "?", [acc]) if acc is not None else here
         if op.startswith("ld."):
             acc = flow.access(stmt)
             if op.startswith("ld.shared") or (acc is not None and acc.space == "shared"):
@@ -533,6 +651,9 @@ class _Tracer:
             return Source("zero") if ops[1].value == 0 else here
         if depth >= 40:
             return here
+        if op.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Reg) and not ops[1].special \
+                and isinstance(ops[0], Reg) and s.guard is None:
+            return _combine(self._uses(stmt, depth))  # a copy is what it copies
         if op.startswith("mov.") and len(ops) == 2 and (isinstance(ops[1], Vec) or isinstance(ops[0], Vec)):
             # joins and splits of halves carry what the parts were: loads stay loads, packs packs
             inner = self._uses(stmt, depth)
@@ -636,7 +757,9 @@ def phase_operands(flow: Dataflow, phase: Phase, tracer: _Tracer) -> dict[str, l
             continue
         d, a, b, c = ops
         for role, regs in (("A", a), ("B", b)):
-            if regs:
+            if regs and len(regs) == 1 and tracer.flow.statements[stmt - 1].opcode.startswith("wgmma"):
+                sources[role].append(tracer.descriptor(regs[0], stmt))
+            elif regs:
                 sources[role].append(tracer.operand(regs, stmt))
         if c is None:
             sources["C"].append(Source("zero"))

@@ -116,40 +116,48 @@ class Value:
 class Ranges:
     """The interval each factor can take, for deciding which bits of a value may be set."""
 
-    def __init__(self, ntid: tuple | None = None, param_widths: dict | None = None, aligns: dict | None = None):
+    def __init__(self, ntid: tuple | None = None, param_widths: dict | None = None, symbols: dict | None = None):
         self.ntid = ntid  # the block's extents when the entry declares them exactly (.reqntid) or at most
         self.param_widths = param_widths or {}  # parameter-space offset -> (bits, signed)
-        self.aligns = aligns or {}  # symbol -> alignment in bytes
+        self.symbols = symbols or {}  # symbol -> (state space, alignment in bytes)
 
     def factor(self, f: tuple) -> tuple[int, int]:
         kind = f[0]
         if kind == "sreg":
-            name = f[1]
-            base, _, axis = name.partition(".")
-            i = "xyz".find(axis) if axis else -1
-            if name == "tid.x>>5":  # the warp along x (%tid.x = laneid + 32·this)
+            register, ops = special_register_parts(f[1])
+            if register == "tid.x" and ops == [(">>", 5)]:  # the warp along x (%tid.x = laneid + 32·this)
                 return 0, (self.ntid[0] // 32 if self.ntid else 32) - 1
-            if base == "tid":
-                hi = (self.ntid[i] if self.ntid and i >= 0 else 1024) - 1
-                return 0, max(hi, 0)
-            if base == "ntid":
-                return (1, self.ntid[i]) if self.ntid and i >= 0 else (1, 1024)
-            if base in ("warpid", "nwarpid"):
-                return 0, 1024
-            return 0, 2 ** 31 - 1  # ctaid, nctaid, clusters, …
+            lo, hi = self._special(register)
+            for op, k in ops:
+                lo, hi = (0, min(hi, k)) if op == "&" else (lo >> k, hi >> k)
+            return lo, hi
         if kind == "param":
             bits, signed = self.param_widths.get(f[1], (64, False))
             return (-(1 << bits - 1), (1 << bits - 1) - 1) if signed else (0, (1 << bits) - 1)
         if kind == "trip":
             return 0, 2 ** 31 - 1
+        if kind == "sym" and self.symbols.get(f[1], ("global",))[0] == "shared":
+            return 0, (1 << 18) - 1  # a shared-window address (228 KB at most on sm_90)
         if kind in ("pspace", "sym"):
             return 0, 2 ** 64 - 1
         return -(2 ** 63), 2 ** 64 - 1  # opaque: anything
 
+    def _special(self, name: str) -> tuple[int, int]:
+        base, _, axis = name.partition(".")
+        i = "xyz".find(axis) if axis else -1
+        if base == "tid":
+            hi = (self.ntid[i] if self.ntid and i >= 0 else 1024) - 1
+            return 0, max(hi, 0)
+        if base == "ntid":
+            return (1, self.ntid[i]) if self.ntid and i >= 0 else (1, 1024)
+        if base in ("warpid", "nwarpid"):
+            return 0, 1024
+        return 0, 2 ** 31 - 1  # ctaid, nctaid, clusters, …
+
     def factor_zeros(self, f: tuple) -> int:
         """Low bits known to be zero."""
         if f[0] == "sym":
-            a = self.aligns.get(f[1], 1)
+            a = self.symbols.get(f[1], ("global", 1))[1]
             return a.bit_length() - 1
         return 0
 
@@ -169,15 +177,7 @@ class Ranges:
 
     def zeros(self, v: Value) -> int:
         """Low bits known to be zero in every lane (64 for the value 0)."""
-        z = 64
-        for f, c in v.terms:
-            g = 0
-            for x in lanes(c):
-                g |= x
-            tz = (g & -g).bit_length() - 1 if g else 64
-            tz += sum(self.factor_zeros(x) for x in f)
-            z = min(z, tz)
-        return z
+        return min((_coefficient_zeros(c) + sum(self.factor_zeros(x) for x in f) for f, c in v.terms), default=64)
 
     def may_bits(self, v: Value, width: int) -> int:
         """A mask of the bits that may be set (all of `width` when the value may be negative)."""
@@ -246,11 +246,46 @@ def and_mask(v: Value, m: Coef, width: int, ranges: Ranges) -> Value | None:
         if p.lane_only:
             keep.append(Value.const(cmap(lambda x, y: (x & mask) & (y & mask), p.constant, m)))
             continue
-        return None
+        derived = _derived(p, "&", m)
+        if derived is None:
+            return None
+        keep.append(derived)
     out = Value(())
     for p in keep:
         out = out.plus(p)
     return out
+
+
+def _derived(p: Value, op: str, k) -> Value | None:
+    """2^s·f & m = 2^s·(f & (m >> s)), 2^s·f >> k = (f >> (k − s)) for one special-register factor f:
+    a factor of its own (`tid.z&1`, `tid.x>>5`), which the templates can compute again."""
+    if len(p.terms) != 1 or not isinstance(k, int):
+        return None
+    (factors, c), = p.terms
+    if len(factors) != 1 or factors[0][0] != "sreg" or not isinstance(c, int) or c <= 0 or c & (c - 1):
+        return None
+    shift = c.bit_length() - 1
+    name = factors[0][1]
+    if op == "&":
+        return Value.factor(("sreg", f"{name}&{k >> shift}")).scaled(c)
+    if k <= shift:
+        return Value.factor(("sreg", name)).scaled(c >> k)
+    return Value.factor(("sreg", f"{name}>>{k - shift}"))
+
+
+def special_register_parts(name: str) -> tuple[str, list]:
+    """A special-register factor's register and the operations on it: 'tid.z&1' -> ('tid.z', [('&', 1)])."""
+    import re
+
+    base = re.match(r"[a-z_]+(?:\.[xyz])?", name).group()
+    return base, [(op, int(v)) for op, v in re.findall(r"(&|>>)(\d+)", name[len(base):])]
+
+
+def _coefficient_zeros(c: Coef) -> int:
+    g = 0
+    for x in lanes(c):
+        g |= x
+    return (g & -g).bit_length() - 1 if g else 64
 
 
 def shift_right(v: Value, k: Coef, width: int, ranges: Ranges, signed: bool) -> Value | None:
@@ -271,18 +306,23 @@ def shift_right(v: Value, k: Coef, width: int, ranges: Ranges, signed: bool) -> 
     if lo < 0 and not signed:
         return None
     parts = monomials(v)
-    if ranges.zeros(v) >= k:
+    # a monomial divides exactly when its coefficient has k low zero bits (a factor's alignment
+    # alone would leave a fraction of the factor, which no monomial can hold)
+    if all(_coefficient_zeros(c) >= k for _, c in v.terms):
         return Value.of({f: cmap(lambda c: c >> k, c) for f, c in v.terms})
     if not ranges.disjoint(parts, width):
         return None
     out = Value(())
     for p in parts:
-        if ranges.zeros(p) >= k:
+        if _coefficient_zeros(p.terms[0][1]) >= k:
             out = out.plus(Value.of({f: cmap(lambda c: c >> k, c) for f, c in p.terms}))
         elif p.lane_only:
             out = out.plus(Value.const(cmap(lambda x: (x & mask) >> k, p.constant)))
         else:
-            return None
+            derived = _derived(p, ">>", k)
+            if derived is None:
+                return None
+            out = out.plus(derived)
     return out
 
 
@@ -295,7 +335,10 @@ def bit_field_insert(a: Value, b: Value, pos: int, length: int, width: int, rang
     if a.lane_only and b.lane_only:
         mask = (1 << width) - 1
         return Value.const(cmap(lambda x, y: ((y & mask) & ~field | ((x << pos) & field)) & mask, a.constant, b.constant))
-    if ranges.may_bits(b, width) & field == 0 and ranges.may_bits(a, width) & ~((1 << length) - 1) == 0:
+    # a's bits above the field must be zero — unless the field reaches the top of the word, where
+    # they fall off as they would from `a << pos` (the value model wraps no shift either)
+    fits = pos + length >= width or ranges.may_bits(a, width) & ~((1 << length) - 1) == 0
+    if ranges.may_bits(b, width) & field == 0 and fits:
         return b.plus(a.scaled(1 << pos))
     return None
 
@@ -340,16 +383,20 @@ def permute(a: Value, b: Value, selector: int, ranges: Ranges) -> Value | None:
         return None
     out = Value(())
     for src, offset in ((a, 0), (b, 4)):
-        placed = {i: s - offset for i, s in enumerate(sels) if offset <= s < offset + 4}
+        placed = {i: s - offset for i, s in enumerate(sels) if offset <= s < offset + 4}  # out byte -> byte
         bits = ranges.may_bits(src, 32)
-        needed = {j for j in range(4) if bits >> (8 * j) & 0xFF}
-        if not needed:
-            continue
+        needed = [j for j in range(4) if bits >> (8 * j) & 0xFF]
         shifts = {i - j for i, j in placed.items() if j in needed}
-        if set(placed.values()) < needed or len(shifts) != 1 or \
-                any(placed.get(j + next(iter(shifts))) != j for j in needed):
+        if not shifts:
+            continue  # only bytes that are zero are selected, or none
+        if len(shifts) != 1:
             return None
         shift = shifts.pop()
+        for j in needed:
+            if j + shift < 0:
+                return None  # a byte that may be set would be dropped below the word
+            if j + shift <= 3 and placed.get(j + shift) != j:
+                return None  # (bytes moved past the top fall off, as from `src << 8·shift`)
         moved = src.scaled(1 << (8 * shift)) if shift >= 0 else shift_right(src, -8 * shift, 32, ranges, False)
         if moved is None:
             return None

@@ -64,8 +64,8 @@ def _template(name: str, flow, phases, epilogues, first: int, last: int, live, f
         return replacement, declarations, [], {"regen": record}
     from rr.templates.f32acc import f32acc
 
-    replacement, declarations = f32acc(statements, first, last, live.live_out)
-    return replacement, declarations, [], {}
+    replacement, declarations, record = f32acc(statements, first, last, live.live_out)
+    return replacement, declarations, [], {"f32acc": record}
 
 
 def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path,

@@ -3,8 +3,9 @@
 Each accumulator chain becomes a chain of `mma…f32.e4m3.e4m3.f32` on four f32 registers. Its seed
 is the original f16 C pair widened (fragment layout: f16 reg0 = row g, columns 2t and 2t+1, reg1 =
 row g+8; f32 regs 0,1 = row g, regs 2,3 = row g+8), and every D the rest of the kernel reads is
-narrowed back with `cvt.rn.f16x2.f32` into the register it had. A numerics variant: judged by
-PSNR, not identity.
+narrowed back with `cvt.rn.f16x2.f32` into the register it had. An mma that accumulates in f32
+already is kept as it is (f32 accumulation is then the phase itself), and the other statements of
+a grouped phase (operand loads) keep their place. A numerics variant: judged by PSNR, not identity.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from rr.ptx.operands import parse_instruction
 from rr.templates import TemplateError
 
 _F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")
+_F32_ACCUMULATE = re.compile(r"\.f32\.(e4m3|e5m2)\.(e4m3|e5m2)\.f32")
 
 
-def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str]]:
-    """(replacement statements, new register declarations) for a cut of mma statements only."""
+def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str], dict]:
+    """(replacement statements, new register declarations, record) for a phase's cut."""
     cut = statements[first - 1:last]
     others = [s for s in cut if not s.opcode.startswith("mma.")]
     chains = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
@@ -30,7 +32,7 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
                             "an accumulator")
     out: list[str] = []
     wide: dict[tuple, list[str]] = {}  # f16 D pair of this cut -> the f32 quad holding it
-    n_f32 = n_b16 = 0
+    n_f32 = n_b16 = kept = 0
 
     def f32() -> str:
         nonlocal n_f32
@@ -49,8 +51,12 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
             continue
         _, opcode, ops = parse_instruction(s.text)
         m = _F16_ACCUMULATE.search(opcode)
+        if m is None and _F32_ACCUMULATE.search(opcode):
+            out.append(s.text)  # accumulates in f32 already: f32 accumulation is the phase itself
+            kept += 1
+            continue
         if m is None:
-            raise TemplateError(f"s{s.stmt}: {opcode} is not an f16-accumulating fp8 mma")
+            raise TemplateError(f"s{s.stmt}: {opcode} is neither an f16- nor an f32-accumulating fp8 mma")
         d, a, b, c = (register_names(op) for op in ops[:4])
         acc = wide.get(c)
         if acc is None:  # a chain's seed: widen the f16 pair
@@ -67,5 +73,6 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
             # cvt.rn.f16x2.f32 d, hi, lo: the first source goes to the upper half
             out += [f"cvt.rn.f16x2.f32 \t{d[0]}, {new[1]}, {new[0]};",
                     f"cvt.rn.f16x2.f32 \t{d[1]}, {new[3]}, {new[2]};"]
-    declarations = [f".reg .f32 \t%rrf<{n_f32}>;"] + ([f".reg .b16 \t%rrh<{n_b16}>;"] if n_b16 else [])
-    return out, declarations
+    declarations = ([f".reg .f32 \t%rrf<{n_f32}>;"] if n_f32 else []) + ([f".reg .b16 \t%rrh<{n_b16}>;"] if n_b16 else [])
+    converted = sum(1 for s in cut if s.opcode.startswith("mma.")) - kept
+    return out, declarations, {"mma_converted": converted, "mma_already_f32": kept}

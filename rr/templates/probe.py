@@ -92,7 +92,8 @@ def probe_code(statements: list[Statement], first: int, last: int, words: list[t
     ]
 
     def stores(after: int | None) -> list[str]:
-        return [f"st.global.u32 \t[%rrpd0+{4 * i}], {r};" for i, (r, at) in enumerate(words) if at == after]
+        # .b32, which takes a register of any 32-bit type (an f32 accumulator as well as a u32)
+        return [f"st.global.b32 \t[%rrpd0+{4 * i}], {r};" for i, (r, at) in enumerate(words) if at == after]
 
     out = address + stores(None)
     for s in statements[first - 1:last]:

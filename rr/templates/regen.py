@@ -19,14 +19,15 @@ to the engine's, the description is complete.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Access, Dataflow, _Tracer
-from rr.describe.values import Value, bit_fields, lanes
+from rr.describe.values import Value, bit_fields, lanes, special_register_parts
 from rr.ptx.linearise import Statement
-from rr.ptx.model import Reg, Vec, register_names
+from rr.ptx.model import Imm, Reg, Vec
 from rr.ptx.reaching import UNDEFINED
 from rr.templates import TemplateError
 
@@ -64,6 +65,14 @@ class _Emitter:
         self._memo: dict = {}
         self.induction_reads: dict[int, str] = {}  # loop -> the induction register read
 
+    def mark(self) -> tuple:
+        return len(self.lines), dict(self._memo), dict(self.induction_reads)
+
+    def back_to(self, mark: tuple) -> None:
+        """Forget the code emitted since `mark` (and what it computed); its registers stay unused."""
+        del self.lines[mark[0]:]
+        self._memo, self.induction_reads = dict(mark[1]), dict(mark[2])
+
     def reg(self, cls: str) -> str:
         self.counts[cls] += 1
         return f"{_PREFIX[cls]}{self.counts[cls] - 1}"
@@ -96,12 +105,12 @@ class _Emitter:
         """A 64-bit register holding one factor's value."""
         def build():
             kind = f[0]
-            if kind == "sreg":
+            if kind == "sreg":  # %ctaid.x, or a part of one: tid.z&1, tid.x>>5
+                register, ops = special_register_parts(f[1])
                 r = self.reg("b32")
-                if f[1] == "tid.x>>5":
-                    self.lines += [f"mov.u32 \t{r}, %tid.x;", f"shr.u32 \t{r}, {r}, 5;"]
-                else:
-                    self.lines.append(f"mov.u32 \t{r}, %{f[1]};")
+                self.lines.append(f"mov.u32 \t{r}, %{register};")
+                for op, k in ops:
+                    self.lines.append(f"{'and.b32' if op == '&' else 'shr.u32'} \t{r}, {r}, {k};")
                 return self._wide(r)
             if kind == "param":
                 bits, signed = self.flow.ranges.param_widths.get(f[1], (64, False))
@@ -204,7 +213,7 @@ class _Emitter:
                 self.lines.append(f"ld.param.u64 \t{ptr}, [{name}+{inner}];")
                 if acc.space == "global":
                     self.lines.append(f"cvta.to.global.u64 \t{ptr}, {ptr};")
-            elif ":" in base:
+            elif ":" in base and acc.space != "generic":
                 ptr = self.reg("b64")
                 self.lines.append(f"mov.u64 \t{ptr}, {base.split(':', 1)[1]};")
             else:
@@ -244,49 +253,75 @@ def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
     operands: list[Operand] = []
     fresh_of_load: dict[int, list[str]] = {}  # load statement -> fresh registers (all its elements)
 
-    def load(d: int, what: str) -> list[str]:
-        if d not in fresh_of_load:
-            s = flow.statements[d - 1]
-            acc = flow.access(d)
-            per = acc.width // max(len(s.defs), 1)
-            cls = _WIDTH_CLASS.get(per)
-            if cls is None:
-                raise TemplateError(f"{what}: loaded {per} bytes per register at s{d}, which regen does not rebuild")
-            ptr = em.address(acc, what)
-            regs = [em.reg(cls) for _ in s.defs]
-            vec = f".v{len(regs)}" if len(regs) > 1 else ""
-            dest = "{" + ", ".join(regs) + "}" if len(regs) > 1 else regs[0]
-            em.lines.append(f"ld.{acc.space}{vec}.b{8 * per} \t{dest}, [{ptr}+{acc.offset}];")
+    def load(d: int, what: str, guard: str | None = None) -> list[str]:
+        """Fresh registers holding what load statement d loads (under `guard`: a load of its own)."""
+        if guard is None and d in fresh_of_load:
+            return fresh_of_load[d]
+        s = flow.statements[d - 1]
+        acc = flow.access(d)
+        per = acc.width // max(len(s.defs), 1)
+        cls = _WIDTH_CLASS.get(per)
+        if cls is None:
+            raise TemplateError(f"{what}: loaded {per} bytes per register at s{d}, which regen does not rebuild")
+        ptr = em.address(acc, what)
+        regs = [em.reg(cls) for _ in s.defs]
+        vec = f".v{len(regs)}" if len(regs) > 1 else ""
+        dest = "{" + ", ".join(regs) + "}" if len(regs) > 1 else regs[0]
+        em.lines.append(f"{'@' + guard + ' ' if guard else ''}ld.{acc.space}{vec}.b{8 * per} \t{dest}, [{ptr}+{acc.offset}];")
+        if guard is None:
             fresh_of_load[d] = regs
-        return fresh_of_load[d]
+        return regs
 
     def rebuild(reg: str, at: int, what: str, loads: list) -> str:
         """A fresh register holding what `reg` holds at `at`, from memory; TemplateError if not."""
         reach = flow.reaching(reg, at)
-        if len(reach) != 1 or reach[0] == UNDEFINED:
+        if len(reach) == 1 and reach[0] != UNDEFINED:
+            return written(reg, reach[0], what, loads)
+        sel = flow.selection(reg, at)
+        if sel is None:
             where = ", ".join("entry" if d == UNDEFINED else f"s{d}" for d in reach)
             raise TemplateError(f"{what}: {reg} is reached by several definitions ({where}), which regen "
                                 "cannot choose between")
-        d = reach[0]
+        if flow.reaching(sel.guard, first) != flow.reaching(sel.guard, sel.branch):
+            raise TemplateError(f"{what}: {reg} is chosen by the if at s{sel.branch} on {sel.guard}, which is "
+                                "written again before the phase")
+        out = written(reg, sel.when_false, what, loads)
+        fresh = em.reg(_class_of(out))
+        em.lines.append(f"mov.b{_bits(out)} \t{fresh}, {out};")
+        written(reg, sel.when_true, what, loads, guard=sel.guard, into=fresh)
+        return fresh
+
+    def written(reg: str, d: int, what: str, loads: list, guard: str | None = None, into: str | None = None) -> str:
+        """What statement d writes to `reg`, rebuilt (under `guard`, into register `into`)."""
         s = flow.statements[d - 1]
-        if s.opcode.startswith("ld.") and flow.access(d) is not None and flow.access(d).space in ("global", "const", "generic"):
+        ops = flow.operands(d)
+        g = f"@{guard} " if guard else ""
+        acc = flow.access(d) if s.opcode.startswith("ld.") else None
+        if acc is not None and acc.space in ("global", "const", "generic", "shared"):
             if s.guard is not None:
                 raise TemplateError(f"{what}: {reg} is loaded under the guard @{s.guard} (s{d}), which regen "
                                     "cannot rebuild")
-            unknown = flow.access(d).unknown()
+            unknown = acc.unknown()
             if unknown:
                 raise TemplateError(f"{what}: the address of s{d} has the term {_describe_factor(unknown[0])}, "
                                     "which regen cannot rebuild")
             loads.append(d)
-            return load(d, what)[list(s.defs).index(reg)]
-        ops = flow.operands(d)
-        if s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Vec) and s.guard is None:
+            value = load(d, what, guard)[list(s.defs).index(reg)]
+        elif s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Vec) and s.guard is None:
             parts = [rebuild(str(p), d, what, loads) for p in ops[1].items]
-            out = em.reg(_WIDTH_CLASS[int(s.opcode.rsplit(".b", 1)[-1]) // 8])
-            em.lines.append(f"mov.{s.opcode.split('.', 1)[1]} \t{out}, {{{', '.join(parts)}}};")
-            return out
-        raise TemplateError(f"{what}: {reg} is traced to global memory but written by s{d} ({s.opcode}), "
-                            "which regen does not rebuild")
+            value = em.reg(_WIDTH_CLASS[int(s.opcode.rsplit(".b", 1)[-1]) // 8])
+            em.lines.append(f"mov.{s.opcode.split('.', 1)[1]} \t{value}, {{{', '.join(parts)}}};")
+        elif s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Imm) and s.guard is None:
+            value = into or em.reg(_WIDTH_CLASS.get(_bits_of(s.opcode) // 8, "b32"))
+            em.lines.append(f"{g}mov.{s.opcode.split('.', 1)[1]} \t{value}, {ops[1]};")
+            return value
+        else:
+            raise TemplateError(f"{what}: {reg} is traced to global memory but written by s{d} ({s.opcode}), "
+                                "which regen does not rebuild")
+        if into is not None:
+            em.lines.append(f"{g}mov.b{_bits(value)} \t{into}, {value};")
+            return into
+        return value
 
     def obtain(role: str, regs: tuple, stmt: int, skip: frozenset = frozenset()) -> tuple:
         key = (regs, stmt, role)
@@ -294,9 +329,24 @@ def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
             return planned[key]
         what = f"{role} of s{stmt}"
         source = tracer.operand(regs, stmt, skip)
-        if source.kind in _GLOBAL or (source.kind == "merge" and any(a.kind in _GLOBAL for a in source.alternatives)):
+        staged = source.kind == "shared" and _reloadable_from_shared(flow, regs, stmt, first)
+        traced_to_global = source.kind in _GLOBAL or (source.kind == "merge" and
+                                                      any(a.kind in _GLOBAL for a in source.alternatives))
+        if staged or traced_to_global:
             loads: list = []
-            mapping = {r: rebuild(r, stmt, what, loads) for r in dict.fromkeys(regs)}
+            mark = em.mark(), dict(fresh_of_load)
+            try:
+                mapping = {r: rebuild(r, stmt, what, loads) for r in dict.fromkeys(regs)}
+            except TemplateError as e:
+                if traced_to_global:
+                    raise
+                # shared memory is the epilogue's staging: what cannot be loaded again is read as it was
+                em.back_to(mark[0])
+                fresh_of_load.clear()
+                fresh_of_load.update(mark[1])
+                planned[key] = regs
+                operands.append(Operand(role, stmt, regs, "live-in", f"{source}; not loaded again: {e}"))
+                return regs
             planned[key] = tuple(mapping[r] for r in regs)
             operands.append(Operand(role, stmt, regs, "memory", str(source), sorted(set(loads))))
         else:
@@ -359,6 +409,37 @@ def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
         "operands": [o.as_dict() for o in operands],
     }
     return [s.text for s in kept] + em.lines + mma_lines, declarations, record
+
+
+_SHARED_WRITES = ("st.shared", "atom.shared", "red.shared", "cp.async", "stmatrix", "bar.", "barrier.",
+                  "st.async", "cp.reduce.async")
+
+
+def _reloadable_from_shared(flow: Dataflow, regs: tuple, at: int, first: int) -> bool:
+    """Whether an operand loaded from shared memory can be loaded again at the cut: each register
+    written once by an `ld.shared` above the cut, with no shared store and no barrier between
+    (nothing else can have changed the bytes it read)."""
+    for r in regs:
+        d = flow.definition(r, at)
+        if d is None or not flow.statements[d - 1].opcode.startswith("ld.shared") or d >= first:
+            return False
+        if any(flow.statements[i - 1].opcode.startswith(_SHARED_WRITES) for i in range(d + 1, first)):
+            return False
+        if flow.cfg.block_of(d) != flow.cfg.block_of(first):
+            return False
+    return True
+
+
+def _class_of(reg: str) -> str:
+    return next(cls for cls, prefix in sorted(_PREFIX.items(), key=lambda kv: -len(kv[1])) if reg.startswith(prefix))
+
+
+def _bits(reg: str) -> int:
+    return int(_class_of(reg)[1:])
+
+
+def _bits_of(opcode: str) -> int:
+    return int(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]) or 32)
 
 
 def _loop_of(flow: Dataflow, stmt: int):
