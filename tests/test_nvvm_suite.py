@@ -162,9 +162,9 @@ def reference(ptx, tmp_path_factory):
     return get
 
 
-def _splice(ptx_path: Path, name: str, recipe: str, phase: int, out: Path) -> tuple[int, str]:
+def _splice(ptx_path: Path, name: str, recipe: str, phase: int, out: Path, grouping: str = "run") -> tuple[int, str]:
     code, _, err = _rr("splice", ptx_path, "--entry", KERNELS[name].entry, "--recipe", RECIPES / f"{recipe}.yaml",
-                       "--phase", phase, "-o", out)
+                       "--phase", phase, "--grouping", grouping, "-o", out)
     return code, err
 
 
@@ -181,10 +181,10 @@ class Spliced:
     buffers: dict | None = None  # the spliced run's buffers
 
 
-def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend) -> Spliced:
+def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend, grouping="run") -> Spliced:
     ref_dir, ref_record, ref_out = reference(name, flags, backend)
     module = tmp_path / f"{recipe}.ptx"
-    code, err = _splice(ptx(name, flags), name, recipe, phase, module)
+    code, err = _splice(ptx(name, flags), name, recipe, phase, module, grouping)
     result = Spliced(code, err, ref_record, ref_out, module)
     if code != 0:
         return result
@@ -284,6 +284,28 @@ def test_regen_and_isolate_keep_the_output_byte_identical_on_the_cpu(reference, 
                                                                       phase, recipe):
     result = _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, "cpu")
     _check_identical(KERNELS[name], phase, recipe, result)
+
+
+GROUPED_RUNS = [(name, flags, p) for name, flags in GROUPED for p in range(1, len(KERNELS[name].grouping_gemm) + 1)]
+
+
+@pytest.mark.parametrize("recipe", ["regen", "isolate", "f32acc"])
+@pytest.mark.parametrize("name,flags,phase", _params(GROUPED_RUNS))
+def test_a_phase_grouped_across_interleaved_loads_splices_and_runs_on_the_cpu(reference, ptx, tmp_path, name, flags,
+                                                                             phase, recipe):
+    # the cut holds the loads NVVM put between the mma: regen loads every operand again itself,
+    # isolate moves them along into its function, f32acc keeps them in place
+    result = _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, "cpu", grouping="gemm")
+    assert result.code == 0, f"{recipe} of grouped phase {phase} refused: {result.message}"
+    assert result.splice["grouping"] == "gemm"
+    if recipe == "f32acc":
+        _check_f32acc(KERNELS[name], phase, result)
+        return
+    for b, want in result.expected.items():
+        assert np.array_equal(result.buffers[b].view(np.uint8), want.view(np.uint8)), f"{recipe}: output {b} differs"
+    if recipe == "regen":
+        by_role = result.splice["regen"]["by_role"]
+        assert by_role["A"] == {"memory": KERNELS[name].grouping_gemm[phase - 1]} and "live-in" not in by_role["B"]
 
 
 @pytest.mark.parametrize("name,flags,phase", _params(RUN_CASES))
