@@ -30,7 +30,7 @@ def _rr(*args):
 def test_collect_gives_one_row_per_recipe_with_reasons_for_what_did_not_run(tmp_path):
     cell = tmp_path / "phase1"
     _rr("describe", str(SAMPLE), "--entry", ENTRY, "-o", str(tmp_path))
-    for recipe in ("isolate", "f32acc"):
+    for recipe in ("isolate", "f32acc", "regen"):
         _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", str(ROOT / "config" / "recipes" / f"{recipe}.yaml"),
             "--phase", "1", "-o", str(cell / f"{recipe}.ptx"))
         if PTXAS:
@@ -48,7 +48,7 @@ def test_collect_gives_one_row_per_recipe_with_reasons_for_what_did_not_run(tmp_
                                                               "driver_version": "580.159.04"}}))
     (cell / "f32acc.timing.json").write_text(json.dumps({"status": "unsupported", "message": "the cpu backend gives no timing"}))
     out = tmp_path / "sample_phase1.parquet"
-    _rr("collect", str(cell), "--layer", "sample", "--phase", "1", "--recipes", "isolate,f32acc,probe",
+    _rr("collect", str(cell), "--layer", "sample", "--phase", "1", "--recipes", "isolate,f32acc,probe,regen",
         "--descriptor", str(tmp_path / "descriptor.json"), "--module", str(SAMPLE), "-o", str(out))
     table = pq.read_table(out)
     assert table.schema.remove_metadata() == RESULTS_SCHEMA.remove_metadata()
@@ -64,6 +64,13 @@ def test_collect_gives_one_row_per_recipe_with_reasons_for_what_did_not_run(tmp_
     assert probe["splice_status"] == "not_run" and "no splice record" in probe["splice_message"]
     assert probe["compile_status"] == probe["capture_status"] == probe["timing_status"] == "not_run"
     assert len({r["code_fingerprint"] for r in rows.values()}) == 1
+    # regen's row says how much of the description its splice rebuilt: phase 1's 32 mma read
+    # 8 A and 8 B fragments and seed 16 chains from the bias table, all from memory
+    record = json.loads((cell / "regen.ptx.splice.json").read_text())["regen"]
+    regen = rows["regen"]
+    assert (regen["operands_rebuilt"], regen["operands_live_in"], regen["operands_chained"]) == \
+        (record["operands_rebuilt"], record["operands_live_in"], record["operands_chained"]) == (80, 0, 16)
+    assert iso["operands_rebuilt"] is None and f32["operands_rebuilt"] is None
 
 
 def test_a_refused_splice_is_a_row_with_its_reason(tmp_path):

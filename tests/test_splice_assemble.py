@@ -86,3 +86,35 @@ def test_a_cut_that_would_split_a_scope_block_is_refused():
         assemble(text, "k", 1, 2, ["mov.u32 \t%r2, 1;"])
     with pytest.raises(SpliceError, match="outside its 4 statements"):
         assemble(text, "k", 3, 9, ["ret;"])
+
+
+@pytest.mark.parametrize("recipe", ["regen", "isolate"])
+def test_a_crlf_module_keeps_its_line_ends_outside_the_cut(tmp_path, recipe):
+    # rr reads PTX without newline translation: a CR LF file splices into a CR LF file — every
+    # byte before and after the cut as it was, and the template's own lines end in CR LF too
+    import json
+    import subprocess
+    import sys
+
+    src = tmp_path / "crlf.ptx"
+    src.write_bytes(SAMPLE.replace("\n", "\r\n").encode())
+    out = tmp_path / "spliced.ptx"
+    recipes = Path(__file__).resolve().parents[1] / "config" / "recipes"
+    r = subprocess.run([sys.executable, "-m", "rr.cli", "splice", str(src), "--entry", ENTRY, "--recipe",
+                        str(recipes / f"{recipe}.yaml"), "--phase", "2", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    record = json.loads(Path(f"{out}.splice.json").read_text())
+    before, after = src.read_bytes(), out.read_bytes()
+    stmts = linearise(parse(before.decode()).function(ENTRY))
+    first = stmts[record["cut"]["first_stmt"] - 1]
+    head = before[:before.index(first.text.encode())]
+    tail = before[before.index(stmts[record["cut"]["last_stmt"] - 1].text.encode()):]
+    tail = tail[tail.index(b";") + 1:]
+    assert after.endswith(tail) and b"\r\n" in tail
+    assert after.count(b"\n") == after.count(b"\r\n")
+    # before the cut, every CR LF line is kept, in order, with only the template's declarations
+    # (or, for isolate, its function) added between them
+    kept = iter(after[:len(after) - len(tail)].split(b"\r\n"))
+    assert all(any(line == other for other in kept) for line in head.split(b"\r\n")[:-1])
+    if PTXAS:
+        assert run_ptxas(out).returncode == 0

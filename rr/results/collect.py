@@ -83,6 +83,8 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
     row.update(template=splice["template"], splice_status=splice["status"], splice_message="",
                stmts_cut=splice["cut"]["statements"], stmts_inserted=splice["inserted_statements"],
                live_in=len(splice["live_in"]), live_out=len(splice["live_out"]), spliced_sha1=splice["spliced_sha1"])
+    if "regen" in splice:
+        row.update({k: splice["regen"][k] for k in ("operands_rebuilt", "operands_live_in", "operands_chained")})
     compiled = _read(cell / f"{recipe}.cubin.json")
     if compiled is None:
         _not_run(row, "compile", "no compile report")

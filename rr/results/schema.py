@@ -23,6 +23,8 @@ RESULTS_SCHEMA = pa.schema([
     ("splice_status", pa.string()), ("splice_message", pa.string()),
     ("stmts_cut", pa.int32()), ("stmts_inserted", pa.int32()),
     ("live_in", pa.int32()), ("live_out", pa.int32()), ("spliced_sha1", pa.string()),
+    # what regen proved: operands loaded again from the description, read as live-ins, chained
+    ("operands_rebuilt", pa.int32()), ("operands_live_in", pa.int32()), ("operands_chained", pa.int32()),
     # compile
     ("compile_status", pa.string()), ("compile_message", pa.string()), ("compile_backend", pa.string()),
     ("arch", pa.string()), ("registers", pa.int32()), ("spill_bytes", pa.int32()),

@@ -11,7 +11,7 @@ the original's one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import accumulate
+import re
 
 from rr.ptx import emit, linearise, parse
 from rr.ptx.model import Directive, Function
@@ -33,7 +33,8 @@ class Splice:
 def _offsets(text: str, function: Function) -> list[tuple[int, int]]:
     """(start, end) character offsets of every statement of the entry in the module text."""
     out = []
-    line_starts = [0, *accumulate(len(line) for line in text.splitlines(keepends=True))]
+    # lines as the parser numbers them: a '\n' ends one (CR LF is one line end, a lone CR none)
+    line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
     for ins in function.instructions():
         body = ins.render()
         start = text.index(body, line_starts[ins.line - 1])
@@ -62,32 +63,45 @@ def assemble(text: str, entry: str, first: int, last: int, replacement: list[str
                           f"(its statements lie in scopes {sorted(scopes)})")
     spans = _offsets(text, function)
     start, end = spans[first - 1][0], spans[last - 1][1]
-    new_body = "\n\t".join(r.strip() for r in replacement)
+    eol = "\r\n" if text[:text.find("\n") + 1].endswith("\r\n") else "\n"  # the file's line end
+
+    def ends(piece: str) -> str:  # what a template wrote, with the file's line ends
+        return piece.replace("\r\n", "\n").replace("\n", eol)
+
+    new_body = ends("\n\t".join(r.strip() for r in replacement))
     spliced = text[:start] + new_body + text[end:]
     declared = [d.strip() for d in declarations]
     if declared:
         spliced = _declare(spliced, entry, declared, source)
     if params:
-        spliced = _add_params(spliced, entry, params)
+        spliced = _add_params(spliced, entry, params, eol)
     if functions:
-        at = sum(len(line) for line in spliced.splitlines(keepends=True)[:function.line - 1])
-        spliced = spliced[:at] + "\n\n".join(f.strip() for f in functions) + "\n\n" + spliced[at:]
+        at = _line_start(spliced, function.line)
+        spliced = spliced[:at] + ends("\n\n".join(f.strip() for f in functions) + "\n\n") + spliced[at:]
     checked, inserted = check_outside(text, spliced, entry, first, last, source)
     return Splice(spliced, (first, last), inserted, declared, checked)
 
 
-def _add_params(text: str, entry: str, params: list[str]) -> str:
+def _line_start(text: str, line: int) -> int:
+    """The offset of the first character of 1-based `line` ('\n'-separated, as the parser counts)."""
+    at = 0
+    for _ in range(line - 1):
+        at = text.index("\n", at) + 1
+    return at
+
+
+def _add_params(text: str, entry: str, params: list[str], eol: str = "\n") -> str:
     """Append kernel parameters to the entry's parameter list (which has no parentheses inside)."""
     head = text.find(f".entry {entry}(")
     if head < 0:
         raise SpliceError(f"{entry}: no '.entry {entry}(' header to add parameters {params} to")
     close = text.index(")", head + len(entry) + 8)
     inside = text[head + len(entry) + 8:close]
-    lines = ",\n".join(f"\t{p}" for p in params)
+    lines = f",{eol}".join(f"\t{p}" for p in params)
     if inside.strip():
-        new = inside.rstrip() + ",\n" + lines + "\n"
+        new = inside.rstrip() + f",{eol}" + lines + eol
     else:
-        new = "\n" + lines + "\n"
+        new = eol + lines + eol
     return text[:head + len(entry) + 8] + new + text[close:]
 
 
@@ -101,7 +115,8 @@ def _declare(text: str, entry: str, declarations: list[str], source: str) -> str
     anchor = regs[-1]
     lines = text.split("\n")
     at = anchor.line - 1 + anchor.text.count("\n")
-    lines[at] = lines[at] + "".join(f"\n\t{d}" for d in declarations)
+    end = "\r" if lines[at].endswith("\r") else ""  # a CR LF line keeps its CR at its end
+    lines[at] = lines[at][:len(lines[at]) - len(end)] + end + "".join(f"\n\t{d}{end}" for d in declarations)
     return "\n".join(lines)
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rr.describe import find_epilogues, find_phases
 from rr.describe.provenance import Dataflow
-from rr.io import write_json, write_text
-from rr.ptx import parse_file
+from rr.io import atomic_paths, json_text
+from rr.ptx import parse
+from rr.ptx.parser import read_text
 from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
@@ -73,8 +74,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     """Apply `recipe` to `phase` (default: the recipe's; numbered by `grouping`) and write output
     and output.splice.json."""
     ptx = Path(ptx)
-    text = ptx.read_text()
-    module = parse_file(ptx)
+    text = read_text(ptx)  # its bytes as they are: a CR LF file stays one
+    module = parse(text, str(ptx))
     try:
         function = module.function(entry)
     except KeyError as e:
@@ -110,6 +111,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     record.update(extra)
     if probe:
         record["probe"] = probe
-    write_text(output, result.text)
-    write_json(str(output) + ".splice.json", record)
+    # the module and its record appear together (the record last: it says the module is complete)
+    with atomic_paths(output, str(output) + ".splice.json") as (module_tmp, record_tmp):
+        module_tmp.write_bytes(result.text.encode("utf-8"))
+        record_tmp.write_bytes(json_text(record).encode("utf-8"))
     return record
