@@ -330,3 +330,16 @@ def test_a_config_that_enables_yte_templating_is_refused_unevaluated(workdir):
     out = dry.stdout + dry.stderr
     assert dry.returncode != 0 and "__use_yte__" in out and "YTE templating" in out, out[-3000:]
     assert not marker.exists()
+
+
+def test_the_grouping_key_numbers_the_phases_of_describe_and_splice(workdir):
+    # enc2 under `gemm` grouping: the K/V projections (phases 1–6, B loads between them) and the
+    # four heads' output projection (9–12, shared loads between) are one GEMM each: 30 phases
+    _configure(workdir, grouping="gemm")
+    r = _snakemake(workdir, "results/enc2/descriptor.json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    spec = json.loads((workdir / "results/enc2/descriptor.json").read_text())
+    assert spec["grouping"] == "gemm" and len(spec["phases"]) == 30
+    assert (spec["phases"][0]["mma"], spec["phases"][0]["K"], len(spec["phases"][0]["runs"])) == (144, 96, 6)
+    dry = _snakemake(workdir, "-n", "-p", "results/enc2/phase1/regen.ptx")
+    assert dry.returncode == 0 and "--grouping gemm" in dry.stdout, dry.stdout[-2000:]

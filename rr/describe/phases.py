@@ -196,10 +196,22 @@ def _feeds_later_mma(statements: list[Statement], group: list[list[Statement]], 
         return False
     accumulators = {d for r in group for s in r for d in s.defs}
     for s in gap:
-        if s.opcode.startswith(_SIDE_EFFECTS) or accumulators.intersection(s.uses):
+        if s.opcode.startswith(_SIDE_EFFECTS) or accumulators.intersection(s.uses) or not _operand_work(s.opcode):
             return False
     # every value the gap computes flows into a later mma (directly or through other statements)
     return all(_feeds_mma(statements, lo + i, d) for i, s in enumerate(gap) for d in s.defs)
+
+
+_LOADS = ("ld.", "ldmatrix", "wmma.load", "ldu.")
+_FLOAT = re.compile(r"\.(?:f16|f32|f64|bf16|tf32|e4m3|e5m2|f16x2|bf16x2|e4m3x2|e5m2x2)\b")
+
+
+def _operand_work(opcode: str) -> bool:
+    """A load, or integer and address arithmetic (what NVVM puts between a GEMM's mma) — not the
+    float work of an epilogue (packs, activations, norms)."""
+    if opcode.startswith(_LOADS):
+        return True
+    return not _FLOAT.search(opcode) and not opcode.startswith(("cvt.rn", "cvt.rz", "cvt.rm", "cvt.rp", "tex", "shfl"))
 
 
 def _feeds_mma(statements: list[Statement], stmt: int, register: str, horizon: int = 4096) -> bool:

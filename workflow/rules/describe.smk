@@ -16,5 +16,7 @@ checkpoint describe:
         code=CODE["describe"],
         entry=layer_entry,
         out=layer_dir,
+        grouping=config["grouping"],
     shell:
-        "python3 -m rr describe resources/corpus --entry {params.entry} --record -o {params.out} > {log} 2>&1"
+        "python3 -m rr describe resources/corpus --entry {params.entry} --grouping {params.grouping} --record "
+        "-o {params.out} > {log} 2>&1"

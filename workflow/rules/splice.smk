@@ -20,9 +20,10 @@ rule splice:
     params:
         code=CODE["splice"],
         entry=layer_entry,
+        grouping=config["grouping"],
     shell:
         "python3 -m rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
-        "--phase {wildcards.phase} --record -o {output.ptx} > {log} 2>&1"
+        "--phase {wildcards.phase} --grouping {params.grouping} --record -o {output.ptx} > {log} 2>&1"
 
 
 rule compile:
