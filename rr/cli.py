@@ -83,9 +83,9 @@ def cmd_entries(args) -> int:
             continue
         n = sum(1 for _ in f.instructions())
         rows.append((f.kind, f.name, n, f.line, f.last_line))
-    if not rows:
-        print(f"{args.file}: no .entry or .func with a body", file=sys.stderr)
-        return 1
+    if not rows:  # a module of declarations only (a library's prototypes, globals) is not an error
+        print(f"{args.file}: no entries (no .entry or .func with a body)")
+        return 0
     width = max(len(r[1]) for r in rows)
     print(f"{'kind':<6} {'name':<{width}} {'statements':>10} {'lines':>7} {'first-last':>15}")
     for kind, name, n, first, last in rows:
@@ -94,24 +94,28 @@ def cmd_entries(args) -> int:
 
 
 def cmd_roundtrip(args) -> int:
+    """emit(parse(file)) against the file's bytes, line ends (CR LF, lone CR) included."""
     from rr.ptx import emit
 
-    module, _ = _load(args.file)
-    original = Path(args.file).read_text(encoding="utf-8")
-    out = emit(module)
+    module, source = _load(args.file)
+    original = Path(source).read_bytes()
+    out = emit(module).encode("utf-8")
+    lines = original.count(b"\n") + (not original.endswith(b"\n") and bool(original))
     if out == original:
-        print(f"{args.file}: round trip exact ({len(original)} bytes, "
-              f"{original.count(chr(10)) + 1} lines)")
+        print(f"{args.file}: round trip exact ({len(original)} bytes, {lines} lines)")
         return 0
-    a, b = original.splitlines(keepends=True), out.splitlines(keepends=True)
-    for i, (x, y) in enumerate(zip(a, b), start=1):
-        if x != y:
-            break
-    else:
-        i = min(len(a), len(b)) + 1
-        x = a[i - 1] if i <= len(a) else "<end of file>"
-        y = b[i - 1] if i <= len(b) else "<end of file>"
-    print(f"{args.file}:{i}: round trip differs\n  file:    {x!r}\n  emitted: {y!r}")
+    at = next((i for i, (x, y) in enumerate(zip(original, out)) if x != y), min(len(original), len(out)))
+    line = original.count(b"\n", 0, at) + 1
+
+    def line_of(data: bytes) -> str:
+        if at >= len(data):
+            return "<end of file>"
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        return repr(data[start:end + 1 if end >= 0 else len(data)][:300].decode("utf-8", "replace"))
+
+    print(f"{args.file}:{line}: round trip differs at byte {at}\n  file:    {line_of(original)}\n"
+          f"  emitted: {line_of(out)}")
     return 1
 
 

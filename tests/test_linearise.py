@@ -128,12 +128,13 @@ def test_linearise_cli_writes_the_statement_table(tmp_path):
     assert table.schema.metadata[b"rr.entry"] == ENTRY.encode()
 
 
-def _typed_registers(ins) -> set:
+def _typed_registers(statement) -> set:
+    from rr.ptx.linearise import operands
     from rr.ptx.model import registers_in
 
-    regs = {r.name for op in ins.operands for r in registers_in(op) if not r.special}
-    if ins.guard:
-        regs.add(ins.guard.lstrip("!"))
+    regs = {r.name for op in operands(statement) for r in registers_in(op) if not r.special}
+    if statement.guard:
+        regs.add(statement.guard.lstrip("!"))
     return regs
 
 
@@ -141,7 +142,9 @@ def _typed_registers(ins) -> set:
                                         ("movmatrix", ()), ("branches", ("-G",))])
 def test_text_defs_uses_agree_with_the_typed_operands(nvcc_ptx, name, flags):
     # Linearisation reads registers off the text; the typed operand model must see the same ones,
-    # and the destination of a non-store must be exactly the defs.
+    # named the same way (a block's re-declared %tmp is %tmp@N in both), and the destination of a
+    # non-store must be exactly the defs.
+    from rr.ptx.linearise import operands
     from rr.ptx.model import Addr, registers_in
 
     module = parse_file(nvcc_ptx(name, *flags))
@@ -152,9 +155,10 @@ def test_text_defs_uses_agree_with_the_typed_operands(nvcc_ptx, name, flags):
         instructions = list(f.instructions())
         assert len(statements) == len(instructions)
         for s, ins in zip(statements, instructions):
-            assert set(s.defs) | set(s.uses) == _typed_registers(ins), s.text
+            assert s.text == ins.text
+            assert set(s.defs) | set(s.uses) == _typed_registers(s), s.text
             if s.defs:
-                first = ins.operands[0]
+                first = operands(s)[0]
                 assert not isinstance(first, Addr)
                 assert {r.name for r in registers_in(first)} == set(s.defs)
 
@@ -172,7 +176,8 @@ def test_fast_operand_path_equals_the_tokenising_parser(nvcc_ptx):
                 body = text[head.end():text.rindex(";")]
                 fast = _fast_operands(body)
                 toks = _tokens(body, head.end(), text)
-                slow = _Operands(toks, text).operand_list(None) if toks else ()
+                p = _Operands(toks, text)
+                slow = p.items(None, p.operand) if toks else ()
                 if fast is not None:
                     assert fast == slow, text
                     checked += 1

@@ -27,7 +27,7 @@ _NO_DEF = frozenset({
 
 # guard, opcode, first operand, the rest (up to the closing ';').
 _SHAPE = re.compile(
-    r"\s*(?:@(!?%[\w$.]+)\s+)?([A-Za-z][\w.:]*)\s*"
+    r"\s*(?:@\s*(!?\s*[%A-Za-z_$][\w$.]*)\s+)?([A-Za-z][\w.:]*)\s*"
     r"(\{[^{}]*\}(?:\s*\|\s*[^,;]*)?|\[[^\]]*\]|\([^()]*\)|[^,;]*)"
     r"(.*);",
     re.S,
@@ -80,13 +80,46 @@ def registers(text: str) -> list[str]:
     return _REGISTER.findall(text)
 
 
-def defs_uses_text(text: str) -> tuple[str | None, str, tuple, tuple]:
-    """(guard, opcode, defs, uses) of one instruction's text. The guard keeps its '!'."""
+# A register in a scope that declares names without '%': a %-name, or a bare word that is not
+# part of a dotted name or a number (the caller keeps those the scope declares).
+_WORD = re.compile(r"%[\w$]+(?![\w$.])|(?<![\w$.%])[A-Za-z_$][\w$]*(?![\w$.])")
+
+
+def defs_uses_text(text: str, names: dict | None = None) -> tuple[str | None, str, tuple, tuple]:
+    """(guard, opcode, defs, uses) of one instruction's text. The guard keeps its '!'. `names`:
+    the scope's register names that the text does not show (`rr.ptx.scopes`)."""
     if "/" in text:
         text = _COMMENT.sub(" ", text)
     m = _SHAPE.match(text)
     if m is None:
         raise ValueError(f"not an instruction: {text!r}")
-    guard, opcode, dest, _ = m.groups()
-    h = head(guard, opcode, dest)
-    return (guard, opcode) + split_registers(h, _REGISTER.findall(text))
+    guard, opcode, dest, rest = m.groups()
+    if names is None and (guard is None or "%" in guard):
+        h = head(guard, opcode, dest)
+        return (guard, opcode) + split_registers(h, _REGISTER.findall(text))
+    return scoped_defs_uses(guard, opcode, dest, rest, names or {})
+
+
+def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, rest: str | None,
+                     names: dict) -> tuple[str | None, str, tuple, tuple]:
+    """(guard, opcode, defs, uses) where the scope declares bare register names or renames
+    registers (`rr.ptx.scopes`): every register by its identity, the guard too."""
+    get = names.get
+    if guard is not None:
+        negated = guard[0] == "!"
+        name = guard.lstrip("! \t\r\n")
+        guard = ("!" if negated else "") + get(name, name)
+    written = [get(t, t) for t in _WORD.findall(dest) if t[0] == "%" or t in names] if dest else []
+    read = [get(t, t) for t in _WORD.findall(rest) if t[0] == "%" or t in names] if rest else []
+    writes, reads_written = _rule(opcode)
+    if writes and written and dest[0] != "[":
+        defs = tuple(written)
+        if reads_written:
+            read = written + read
+    else:
+        defs = ()
+        read = written + read
+    if guard is not None:
+        read.insert(0, guard.lstrip("!"))
+    uses = tuple(u for u in dict.fromkeys(read) if u not in _SPECIAL)
+    return guard, opcode, defs, uses

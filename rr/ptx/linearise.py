@@ -2,7 +2,15 @@
 
 Only instructions are statements; declarations, labels, braces, comments and directives are not.
 An instruction counts once however many lines it spans, and instructions inside `{ … }` scope
-blocks count one each. `line` is the physical line of the instruction's first character.
+blocks count one each. `line` is the physical line of the instruction's first character: lines
+end at LF (a CR LF pair is one line end); a lone CR does not end a line, as for ptxas, which
+reads it as blank space.
+
+Registers in `defs`, `uses` and `guard` are named by their identity (`rr.ptx.scopes`): as written,
+except that bare names `.reg` declares are registers, and a block's register whose name another
+scope also declares is `name@scope`. `names` carries the scope's map from written names to
+identities (None where every register is its `%`-name), so `operands(statement)` gives typed
+operands that name registers the same way.
 """
 
 from __future__ import annotations
@@ -10,9 +18,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from rr.ptx._bulk import no_gc
-from rr.ptx.defuse import registers, split_registers
-from rr.ptx.model import Block, Function, Instruction
+from rr.ptx.defuse import defs_uses_text, registers, split_registers
+from rr.ptx.model import Function
+from rr.ptx.operands import parse_instruction
 from rr.ptx.scan import statement_rows
+from rr.ptx.scopes import scope_maps
 
 
 class Statement(NamedTuple):
@@ -25,6 +35,12 @@ class Statement(NamedTuple):
     defs: tuple
     uses: tuple
     scope: int  # 0 for the body, then 1, 2, … for each scope block in textual order
+    names: dict | None = None  # written name -> register identity in this scope (rr.ptx.scopes)
+
+
+def operands(statement: Statement) -> tuple:
+    """The statement's typed operands, registers named as in its defs and uses."""
+    return parse_instruction(statement.text, statement.names)[2]
 
 
 def linearise(function: Function) -> list[Statement]:
@@ -35,34 +51,21 @@ def linearise(function: Function) -> list[Statement]:
 
 
 def _linearise(function: Function) -> list[Statement]:
-    instructions: list[tuple[Instruction, int]] = []  # (instruction, scope)
-    blocks = 0
-    stack = [(iter(function.body or ()), 0)]
-    while stack:
-        items, scope = stack[-1]
-        for item in items:
-            if type(item) is Instruction:
-                instructions.append((item, scope))
-            elif type(item) is Block:
-                blocks += 1
-                stack.append((iter(item.items), blocks))
-                break
-        else:
-            stack.pop()
-
+    instructions, maps = scope_maps(function.body or [])
     out: list[Statement] = []
     for n, (ins, scope) in enumerate(instructions, start=1):
         text = ins.text
         h = ins._head
-        if h is not None and text is not None:
+        names = maps.get(scope, maps[0])
+        if names is None and h is not None and text is not None:
             # matched by the operand grammar: no comments, the head says what the dest is
             defs, uses = split_registers(h, registers(text))
             guard, opcode = h[0], h[1]
         else:
             text = ins.render()
-            guard, opcode, defs, uses = ins.facts()
+            guard, opcode, defs, uses = defs_uses_text(text, names)
         out.append(Statement(n, ins.line, ins.line + text.count("\n"), opcode, text, guard, defs,
-                             uses, scope))
+                             uses, scope, names))
     return out
 
 

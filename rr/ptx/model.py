@@ -64,10 +64,18 @@ class Imm:
             return struct.unpack("<f", int(t[2:], 16).to_bytes(4, "little"))[0]
         if t[:2] in ("0d", "0D"):
             return struct.unpack("<d", int(t[2:], 16).to_bytes(8, "little"))[0]
+        if len(t) > 1 and t[0] == "0" and t.isdigit():
+            return int(t, 8)  # PTX octal, as in C
         try:
             return int(t, 0)
         except ValueError:
+            pass
+        try:
             return float(t)
+        except ValueError:
+            from rr.ptx.operands import eval_constant
+
+            return eval_constant(self.text)  # a constant expression
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,19 @@ class Sym:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Offset:
+    """A symbol or register plus a constant, outside brackets: `mov.u64 %rd1, arr+16;` (the
+    address of `arr` plus 16 bytes), or `st.u64 [x], temp+1;` (the value of `temp` plus 1), both
+    of which ptxas accepts. ptxas takes only '+': a negative offset is spelt `arr+-4`."""
+
+    base: "Reg | Sym"
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.base}+{self.offset}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +160,7 @@ class Plist:
         return "(" + ", ".join(map(str, self.items)) + ")"
 
 
-Operand = Union[Reg, Imm, Sym, Sink, Vec, Pair, Addr, Plist]
+Operand = Union[Reg, Imm, Sym, Offset, Sink, Vec, Pair, Addr, Plist]
 
 
 def register_names(op: Operand) -> tuple:
@@ -148,20 +169,24 @@ def register_names(op: Operand) -> tuple:
 
 
 def registers_in(op: Operand) -> Iterator[Reg]:
-    """Every register mentioned in an operand, including address bases and vector elements."""
-    if isinstance(op, Reg):
-        yield op
-    elif isinstance(op, (Vec, Plist)):
-        for item in op.items:
-            yield from registers_in(item)
-    elif isinstance(op, Pair):
-        yield from registers_in(op.first)
-        yield from registers_in(op.second)
-    elif isinstance(op, Addr):
-        if isinstance(op.base, Reg):
+    """Every register mentioned in an operand, including address bases and vector elements, in
+    textual order. A work list, not recursion: an operand built in code may nest deeper than the
+    grammar allows."""
+    todo = [op]
+    while todo:
+        op = todo.pop()
+        if isinstance(op, Reg):
+            yield op
+        elif isinstance(op, (Vec, Plist)):
+            todo.extend(reversed(op.items))
+        elif isinstance(op, Pair):
+            todo += (op.second, op.first)
+        elif isinstance(op, Addr):
+            todo.extend(reversed(op.extra))
+            if isinstance(op.base, Reg):
+                yield op.base
+        elif isinstance(op, Offset) and isinstance(op.base, Reg):
             yield op.base
-        for item in op.extra:
-            yield from registers_in(item)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -174,7 +199,10 @@ class Instruction:
     """One instruction, however many physical lines it spans.
 
     `text` is the source from the (optional) guard to the closing `;`. Operands are parsed on first
-    access, so scanning a module for its entries does not pay for them.
+    access, so scanning a module for its entries does not pay for them. `names` holds the
+    registers that `.reg` declares in the instruction's scope without a `%` (`.reg .pred p;`),
+    each mapped to itself, so that `p` in the operands is a `Reg` and not a `Sym`
+    (`rr.ptx.scopes` sets it when the body's nodes are built); None when there are none.
     """
 
     text: str | None
@@ -182,6 +210,7 @@ class Instruction:
     line: int = 0
     _parsed: tuple | None = field(default=None, repr=False)
     _head: tuple | None = field(default=None, repr=False)  # defuse.head(), set by the parser
+    names: dict | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, opcode: str, operands: list | tuple = (), guard: str | None = None,
@@ -194,7 +223,7 @@ class Instruction:
         if self._parsed is None:
             from rr.ptx.operands import parse_instruction
 
-            self._parsed = parse_instruction(self.text)
+            self._parsed = parse_instruction(self.text, self.names)
         return self._parsed
 
     @property
@@ -208,12 +237,6 @@ class Instruction:
     @property
     def operands(self) -> tuple:
         return self._parse()[2]
-
-    def facts(self) -> tuple:
-        """(guard, opcode, defs, uses) from the text, without typed operands."""
-        from rr.ptx.defuse import defs_uses_text
-
-        return defs_uses_text(self.render())
 
     def render(self) -> str:
         if self.text is not None:
@@ -261,9 +284,9 @@ class Directive(_Verbatim):
         """For a `.reg` declaration: the register names it declares (`%r<3>` → %r0, %r1, %r2)."""
         if self.kind != "reg":
             return []
-        from rr.ptx.operands import reg_decl_names
+        from rr.ptx.scopes import declared_names
 
-        return reg_decl_names(self.text)
+        return declared_names(self.text)
 
 
 @dataclass(slots=True, eq=False)
@@ -276,15 +299,30 @@ class Block:
     line: int = 0
 
     def emit(self, out: list) -> None:
-        out.append(self.lead)
-        out.append("{")
-        for item in self.items:
-            item.emit(out)
-        out.append(self.tail)
-        out.append("}")
+        emit_items((self,), out)
 
 
 BodyItem = Union[Instruction, Label, Directive, Block]
+
+
+def emit_items(items, out: list) -> None:
+    """Emit body items, scope blocks included, with a stack instead of recursion: a body may nest
+    its blocks thousands deep (issue 14 item 11)."""
+    stack = [(iter(items), None)]
+    while stack:
+        it, block = stack[-1]
+        for item in it:
+            if type(item) is Block:
+                out.append(item.lead)
+                out.append("{")
+                stack.append((iter(item.items), item))
+                break
+            item.emit(out)
+        else:
+            stack.pop()
+            if block is not None:
+                out.append(block.tail)
+                out.append("}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -334,6 +372,7 @@ class Function:
     line: int = 0
     last_line: int = 0
     scan: object | None = None  # BodyScan, until the nodes are built
+    semicolon: bool = True  # a prototype may end without ';' where the next directive begins
 
     @property
     def body(self) -> list | None:
@@ -348,6 +387,10 @@ class Function:
     def body(self, items: list | None) -> None:
         self.nodes = items
         self.scan = None
+        if items is not None:
+            from rr.ptx.scopes import name_registers
+
+            name_registers(items)
 
     @property
     def has_body(self) -> bool:
@@ -358,14 +401,14 @@ class Function:
         out.append(self.header)
         if not self.has_body:
             out.append(self.tail)
-            out.append(";")
+            if self.semicolon:
+                out.append(";")
             return
         out.append("{")
         if self.scan is not None:
             out.append(self.scan.raw)  # not built, so not edited: the scanned text as it was
         else:
-            for item in self.nodes:
-                item.emit(out)
+            emit_items(self.nodes, out)
             out.append(self.tail)
         out.append("}")
 

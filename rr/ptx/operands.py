@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import ast
 import functools
-import operator
 import re
 
 from rr.ptx.errors import ParseError
-from rr.ptx.model import Addr, Imm, Pair, Plist, Reg, Sink, Sym, Vec
+from rr.ptx.model import Addr, Imm, Pair, Plist, Reg, Sink, Sym, Offset, Vec
 
-_HEAD = re.compile(r"\s*(?:@(!?%[\w$.]+)\s+)?([A-Za-z][\w.:]*)")
+# guard (`@%p1`, `@!p`, `@ !p`: negation and name apart) and opcode
+_HEAD = re.compile(r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$.]*)\s+)?([A-Za-z][\w.:]*)")
 
 # One alternative per literal form, none a prefix of another's backtracking (regex speed matters:
 # this runs inside the body scan for every operand).
@@ -52,14 +51,18 @@ def _error(full: str, pos: int, message: str) -> ParseError:
 
 
 class _Operands:
-    """A small recursive-descent parser over the token list of one instruction."""
+    """A small descent parser over the token list of one instruction. The grammar nests at most
+    three deep (an address holding a vector, a vector holding atoms), so no input can drive it
+    deeper: `{{…}}`, `[[…]]` and `((…))` lists are errors (constant expressions are parsed
+    without recursion)."""
 
-    __slots__ = ("toks", "i", "full")
+    __slots__ = ("toks", "i", "full", "names")
 
-    def __init__(self, toks: list, full: str):
+    def __init__(self, toks: list, full: str, names: dict | None = None):
         self.toks = toks
         self.i = 0
         self.full = full
+        self.names = names
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else (None, None, len(self.full))
@@ -74,57 +77,76 @@ class _Operands:
             raise self.fail(f"expected {value!r}")
         self.i += 1
 
-    def operand_list(self, close: str | None) -> tuple:
-        items = []
+    def items(self, close: str | None, item) -> tuple:
+        """`item (, item)*` up to `close` (not consumed); `close` None: up to the end."""
+        out = []
         if self.peek()[1] == close:
             return ()
         while True:
-            items.append(self.operand())
+            out.append(item())
             kind, value, _ = self.peek()
             if value == ",":
                 self.i += 1
                 continue
             if value == close:
-                return tuple(items)
+                return tuple(out)
             raise self.fail("expected ',' or " + (repr(close) if close else "';'"))
 
     def operand(self):
-        first = self.single()
+        """A top-level operand: an atom, vector, parenthesised list or address; `d|p` pairs."""
+        kind, value, _ = self.peek()
+        if value == "[":
+            return self.address()
+        if value == "(" and not self._is_expression():
+            self.i += 1
+            items = self.items(")", self.atom)
+            self.expect(")")
+            return Plist(items)
+        first = self.vector() if value == "{" else self.atom()
         if self.peek()[1] == "|":
             self.i += 1
-            return Pair(first, self.single())
+            return Pair(first, self.atom())
         return first
 
-    def single(self):
+    def vector(self) -> Vec:
+        self.expect("{")
+        items = self.items("}", self.atom)
+        self.expect("}")
+        return Vec(items)
+
+    def _register(self, name: str, negated: bool = False) -> Reg:
+        names = self.names
+        return Reg(names.get(name, name) if names else name, negated)
+
+    def _offset(self, base):
+        """`base+constant` outside brackets (ptxas accepts only '+'), or the base alone."""
+        if self.peek()[1] != "+":
+            return base
+        self.i += 1
+        return Offset(base, _int_value(self.immediate(), self))
+
+    def atom(self):
+        """A register (`%r1`, `!%p1`, or a name `.reg` declared) or a symbol, either plus a
+        constant; `_`; or an immediate (a number or constant expression)."""
         kind, value, _ = self.peek()
         if kind == "reg":
             self.i += 1
-            return Reg(value)
+            return self._offset(self._register(value))
         if value == "!":
             self.i += 1
             kind, value, _ = self.peek()
-            if kind != "reg":
-                raise self.fail("expected a predicate register after '!'")
-            self.i += 1
-            return Reg(value, negated=True)
-        if value == "{":
-            self.i += 1
-            items = self.operand_list("}")
-            self.expect("}")
-            return Vec(items)
-        if value == "(":
-            if self._is_expression():
-                return self.immediate()
-            self.i += 1
-            items = self.operand_list(")")
-            self.expect(")")
-            return Plist(items)
-        if value == "[":
-            return self.address()
+            if kind == "reg" or (kind == "id" and self.names and value in self.names):
+                self.i += 1
+                return self._register(value, negated=True)
+            raise self.fail("expected a predicate register after '!'")
         if kind == "id":
             self.i += 1
-            return Sink() if value == "_" else Sym(value)
-        if kind == "num" or value in ("-", "+", "~"):
+            if value == "_":
+                return Sink()
+            if self.names and value in self.names:
+                return self._offset(self._register(value))
+            return self._offset(Sym(value))
+        if kind == "num" or value in ("-", "+", "~", "("):
             return self.immediate()
         raise self.fail("expected an operand")
 
@@ -171,10 +193,10 @@ class _Operands:
         base = None
         offset = 0
         if kind == "reg":
-            base = Reg(value)
+            base = self._register(value)
             self.i += 1
         elif kind == "id":
-            base = Sym(value)
+            base = self._register(value) if self.names and value in self.names else Sym(value)
             self.i += 1
         while True:
             kind, value, _ = self.peek()
@@ -191,42 +213,135 @@ class _Operands:
         extra = ()
         if self.peek()[1] == ",":
             self.i += 1
-            extra = self.operand_list("]")
+            extra = self.items("]", self._coordinate)
         self.expect("]")
         return Addr(base, offset, extra)
+
+    def _coordinate(self):
+        # what follows the base in a texture or surface address: a sampler, a vector of coordinates
+        return self.vector() if self.peek()[1] == "{" else self.atom()
 
 
 def _int_value(imm: Imm, p: _Operands) -> int:
     try:
-        return int(eval_constant(imm.text))
-    except (ValueError, SyntaxError, ZeroDivisionError):
-        raise p.fail(f"bad address offset {imm.text!r}") from None
+        value = eval_constant(imm.text)
+    except ValueError:
+        raise p.fail(f"bad constant {imm.text!r}") from None
+    if not isinstance(value, int):
+        raise p.fail(f"an offset must be an integer, not {imm.text!r}")
+    return value
 
 
-_BINOPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-}
-_UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+_EXPRESSION_TOKEN = re.compile(rf"\s*(?:({_NUMBER})|(<<|>>|[-+*/%&|^~!()]))")
+_PRECEDENCE = {"*": 5, "/": 5, "%": 5, "+": 4, "-": 4, "<<": 3, ">>": 3, "&": 2, "^": 1, "|": 0}
+_UNARY = 9
+_WRAP = 1 << 64
+
+
+def _c_div(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _binary(op: str, a, b):
+    if op in ("<<", ">>", "&", "|", "^", "%") and (isinstance(a, float) or isinstance(b, float)):
+        raise ValueError(f"{op} of a floating-point value")
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    elif op == "/":
+        r = _c_div(a, b)
+    elif op == "%":
+        r = a - b * _c_div(a, b)
+    elif op == "<<":
+        r = a << b if 0 <= b < 64 else 0
+    elif op == ">>":
+        r = a >> b if 0 <= b < 64 else (-1 if a < 0 else 0)
+    elif op == "&":
+        r = a & b
+    elif op == "^":
+        r = a ^ b
+    else:
+        r = a | b
+    return r if isinstance(r, float) else (r + (1 << 63)) % _WRAP - (1 << 63)  # 64-bit, as ptxas
+
+
+def _unary(op: str, a):
+    if op == "-":
+        return -a
+    if op == "+":
+        return a
+    if isinstance(a, float):
+        raise ValueError(f"{op} of a floating-point value")
+    return ~a if op == "~" else int(not a)
 
 
 def eval_constant(text: str) -> int | float:
-    """Value of a PTX constant expression: numbers combined with C integer operators."""
-    if re.fullmatch(_NUMBER, text):
-        return Imm(text).value
-    numbers = re.sub(_NUMBER, lambda m: str(Imm(m.group()).value), text).replace("/", "//")
+    """Value of a PTX constant expression: numbers combined with C's integer operators and
+    precedence, in 64-bit arithmetic. Operator-precedence parsing with two stacks, so parentheses
+    nested any depth cost no recursion. ValueError if it is not one."""
+    values: list = []
+    ops: list = []
 
-    def value(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
-            return _UNOPS[type(node.op)](value(node.operand))
+    def reduce() -> None:
+        op = ops.pop()
+        if op[0] == "u":
+            values.append(_unary(op[1], values.pop()))
+        else:
+            b, a = values.pop(), values.pop()
+            try:
+                values.append(_binary(op, a, b))
+            except ZeroDivisionError:
+                raise ValueError(f"division by zero in {text!r}") from None
+
+    pos, end = 0, len(text.rstrip())
+    expect_value = True
+    while pos < end:
+        m = _EXPRESSION_TOKEN.match(text, pos)
+        if m is None:
+            raise ValueError(f"not a constant expression: {text!r}")
+        pos = m.end()
+        number, op = m.groups()
+        if number is not None:
+            if not expect_value:
+                raise ValueError(f"not a constant expression: {text!r}")
+            values.append(Imm(number).value)
+            expect_value = False
+        elif op == "(":
+            if not expect_value:
+                raise ValueError(f"not a constant expression: {text!r}")
+            ops.append("(")
+        elif op == ")":
+            if expect_value:
+                raise ValueError(f"not a constant expression: {text!r}")
+            while ops and ops[-1] != "(":
+                reduce()
+            if not ops:
+                raise ValueError(f"unbalanced ')' in {text!r}")
+            ops.pop()
+        elif expect_value:
+            if op not in ("-", "+", "~", "!"):
+                raise ValueError(f"not a constant expression: {text!r}")
+            ops.append("u" + op)
+        else:
+            if op not in _PRECEDENCE:
+                raise ValueError(f"not a constant expression: {text!r}")
+            while ops and ops[-1] != "(" and (_UNARY if ops[-1][0] == "u" else _PRECEDENCE[ops[-1]]) >= _PRECEDENCE[op]:
+                reduce()
+            ops.append(op)
+            expect_value = True
+    if expect_value:
         raise ValueError(f"not a constant expression: {text!r}")
-
-    return value(ast.parse(numbers, mode="eval").body)
+    while ops:
+        if ops[-1] == "(":
+            raise ValueError(f"unbalanced '(' in {text!r}")
+        reduce()
+    return values[0]
 
 
 # The operand syntax NVVM writes, as one regular expression: an instruction that matches it is
@@ -239,8 +354,9 @@ _S = r"[A-Za-z_$][\w$]*(?:\.[\w$]+)*"
 _ATOM = rf"(?:!?{_R}|{_N}|{_S})"
 _VEC = rf"\{{\s*{_ATOM}(?:\s*,\s*{_ATOM})*\s*\}}"
 _ADDRESS = rf"\[\s*(?:{_R}|{_S})\s*(?:\+\s*-?(?:{_NUMBER}))?\s*(?:,\s*(?:{_VEC}|{_ATOM})\s*)*\]"
-_PLIST = rf"\(\s*(?:{_ATOM}(?:\s*,\s*{_ATOM})*)?\s*\)"
-_ONE = rf"(?:{_VEC}|{_ADDRESS}|{_PLIST}|{_ATOM})(?:\s*\|\s*{_ATOM})?"
+_NAME = rf"(?:!?{_R}|{_S})"
+_PLIST = rf"\(\s*(?:{_NAME}(?:\s*,\s*{_NAME})*)?\s*\)"  # a number after '(' is an expression
+_ONE = rf"(?:{_ADDRESS}|{_PLIST}|(?:{_VEC}|{_ATOM})(?:\s*\|\s*{_ATOM})?)"
 INSTRUCTION_PATTERN = (
     rf"(?:@(?P<guard>!?{_R})\s+)?(?P<op>[A-Za-z][\w.:]*)"
     rf"(?:\s+(?P<dest>{_ONE})(?P<rest>(?:\s*,\s*{_ONE})*))?\s*;"
@@ -253,23 +369,49 @@ def is_well_formed(text: str) -> bool:
     return _WELL_FORMED.fullmatch(text) is not None
 
 
-def parse_instruction(text: str) -> tuple:
-    """(guard, opcode, operands) of an instruction's source text, which ends with ';'."""
+def parse_instruction(text: str, names: dict | None = None) -> tuple:
+    """(guard, opcode, operands) of an instruction's source text, which ends with ';'.
+
+    `names` maps the register names of the instruction's scope that the text alone does not show
+    (`rr.ptx.scopes`): a bare name in it is a `Reg`, not a `Sym`, and every register takes the
+    name it maps to (its identity, or itself for nodes that are printed back)."""
     m = _HEAD.match(text)
     if m is None:
         raise _error(text, 0, "expected an instruction opcode")
-    guard, opcode = m.group(1), m.group(2)
+    negated, guard, opcode = m.groups()
+    if guard is not None:
+        guard = negated + (names.get(guard, guard) if names else guard)
     body_start = m.end()
     end = text.rindex(";")
     body = text[body_start:end]
     operands = _fast_operands(body)
     if operands is None:
         toks = _tokens(body, body_start, text)
-        p = _Operands(toks, text)
-        operands = p.operand_list(None) if toks else ()
+        p = _Operands(toks, text, names)
+        operands = p.items(None, p.operand) if toks else ()
         if p.i != len(toks):
             raise p.fail("expected ',' or ';'")
+    elif names:
+        operands = tuple(_resolve(op, names) for op in operands)
     return guard, opcode, operands
+
+
+def _resolve(op, names: dict):
+    """An operand of the fast path with the scope's names applied (bare registers were Syms)."""
+    if isinstance(op, Reg):
+        return Reg(names.get(op.name, op.name), op.negated)
+    if isinstance(op, Sym):
+        return Reg(names[op.name]) if op.name in names else op
+    if isinstance(op, Vec):
+        return Vec(tuple(_resolve(x, names) for x in op.items))
+    if isinstance(op, Pair):
+        return Pair(_resolve(op.first, names), _resolve(op.second, names))
+    if isinstance(op, Addr):
+        base = _resolve(op.base, names) if op.base is not None else None
+        return Addr(base, op.offset, tuple(_resolve(x, names) for x in op.extra))
+    if isinstance(op, Plist):
+        return Plist(tuple(_resolve(x, names) for x in op.items))
+    return op
 
 
 # The fast path: NVVM's operands split at top-level commas and classified by their first character.
@@ -368,21 +510,3 @@ def _fast_operand(part: str):
     if _SYM.fullmatch(part):
         return Sym(part)
     return None
-
-
-_REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?")
-
-
-def reg_decl_names(text: str) -> list[str]:
-    """Names declared by `.reg .b32 %r<3>, %x;` → ['%r0', '%r1', '%r2', '%x']."""
-    body = re.sub(r"^\s*\.reg\s+(?:\.v\d\s+)?(?:\.align\s+\d+\s+)?\.\w+\s+", "", text).rstrip("; \t\n")
-    names = []
-    for part in body.split(","):
-        m = _REG_DECL.match(part.strip())
-        if m is None:
-            continue
-        if m.group(2) is not None:
-            names.extend(f"{m.group(1)}{i}" for i in range(int(m.group(2))))
-        else:
-            names.append(m.group(1))
-    return names

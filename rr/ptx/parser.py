@@ -15,28 +15,45 @@ from pathlib import Path
 from rr.ptx.errors import ParseError
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import head
+from rr.ptx.forms import check_operands, check_text
 from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed
-from rr.ptx.scan import LINE_DIRECTIVE, scan_body, unchecked_instructions
+from rr.ptx.scan import LEAD, LINE_DIRECTIVE, malformed, scan_body
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 
-_TRIVIA = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
+_T = LEAD  # whitespace and comments
+_TRIVIA = re.compile(_T, re.S)
 _DIRECTIVE = re.compile(r"\.([A-Za-z_]\w*)")
 # Directives that end at the end of their line rather than at ';'.
 _LINE_DIRECTIVES = frozenset({"version", "target", "address_size", "file", "loc"})
-_LINE_TEXT = re.compile(r"[^\n/]*(?:/(?![/*])[^\n/]*)*")
+# A line directive ends at the end of its line; a lone CR ends it too (ptxas reads CR as a blank,
+# and `.version 8.7\r.target sm_90` is two directives to it).
+_LINE_TEXT = re.compile(r"[^\r\n/]*(?:/(?![/*])[^\r\n/]*)*")
+_WELL_FORMED_PARTS = re.compile(r"\s*" + INSTRUCTION_PATTERN)
 # Up to ';' — comments and strings may hold ';' and are skipped as units.
 _TO_SEMI = re.compile(r'(?:[^;/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*")*;', re.S)
 # A function or declaration header: up to the first '{' or ';' outside parentheses.
 _HEADER = re.compile(r'(?:[^{};()/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*"|\([^()]*\))*', re.S)
+_PERF_NAMES = (r"maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noreturn|maxclusterrank"
+               r"|reqnctapercluster|explicitcluster|blocksareclusters|abi_preserve\w*")
+# A function's head as ptxas reads it: linkage, .entry/.func, return list, name, parameters and
+# performance directives; what follows is its body '{', a ';', or (for a prototype) nothing.
+_FUNC_HEAD = re.compile(
+    rf"(?:\.(?:visible|extern|weak|common)\b{_T})*\.(?:entry|func)\b{_T}(?:\([^()]*\){_T})?"
+    rf"[A-Za-z_$%][\w$]*(?:{_T}\([^()]*\))?"
+    rf"(?:{_T}\.(?:{_PERF_NAMES})\b(?:\s*\d+(?:\s*,\s*\d+)*)?)*",
+    re.S,
+)
+# What can start the module-level item after a prototype that has no ';'.
+_NEXT_ITEM = re.compile(
+    r"\.(?:visible|extern|weak|common|entry|func|global|const|shared|local|tex|surf|sampler|texref"
+    r"|surfref|samplerref|file|section|alias|version|target|address_size|pragma|callprototype)\b"
+)
 _FUNC_NAME = re.compile(
     r"\.(entry|func)\s*(?:\((?P<ret>[^()]*)\)\s*)?(?P<name>[A-Za-z_$][\w$]*)\s*(?:\((?P<params>[^()]*)\))?",
     re.S,
 )
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_PERF = re.compile(
-    r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|noreturn|maxclusterrank"
-    r"|reqnctapercluster|explicitcluster|blocksareclusters|abi_preserve\w*)\b([\s\d,]*)"
-)
+_PERF = re.compile(rf"\.({_PERF_NAMES})\b([\s\d,]*)")
 _PARAM = re.compile(
     r"\.(?P<space>param|reg)\s+(?P<attrs>(?:\.\w+(?:\s+\d+)?\s+)*?)"
     r"\.(?P<type>[busf]\d+|pred|b8|b16|b32|b64|b128)\s+"
@@ -45,37 +62,61 @@ _PARAM = re.compile(
 )
 
 
-def parse_file(path: str | Path, validate: bool = True) -> Module:
+def read_text(path: str | Path) -> str:
+    """A PTX file's text exactly as its bytes are, line ends included (no newline translation:
+    CR LF and lone CR come back as they were, so emit reproduces the file)."""
     path = Path(path)
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ParseError(f"not a text file (byte {e.start} is not UTF-8)", str(path)) from None
-    return parse(text, source=str(path), validate=validate)
+
+
+def parse_file(path: str | Path, validate: bool = True) -> Module:
+    return parse(read_text(path), source=str(path), validate=validate)
 
 
 def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
+    """The module of a PTX text. With `validate`, every instruction's operands are checked now —
+    the operand grammar, and the operand forms of the families rr reads (`rr.ptx.forms`) — so
+    that bad instructions are a ParseError here and never reach a later stage."""
     with no_gc():
         module = _Parser(text, source).module()
     if validate:
         for f in module.functions:
-            if f.scan is not None and not unchecked_instructions(f.scan):
-                continue  # every instruction matched the operand grammar
-            for ins in f.instructions():
-                if ins._head is None:  # not matched by the operand grammar while scanning
+            if f.scan is not None:
+                bad = malformed(f.scan)
+                if bad is not None:
+                    offset, message = bad
+                    raise ParseError.at(text, f.scan.start + offset, message, source)
+            elif f.has_body:
+                for ins in f.instructions():
                     check_instruction(ins, text, source)
     return module
 
 
 def check_instruction(ins: Instruction, text: str, source: str) -> None:
-    """Parse an instruction's operands now, reporting errors against the whole file."""
-    if ins.text is not None and is_well_formed(ins.text):
-        return
+    """Check an instruction's operands now (grammar and form), reporting errors against the
+    whole file."""
+    if ins.text is None:
+        return  # built in code
     try:
-        ins.operands
+        if ins._head is not None or is_well_formed(ins.text):
+            message = check_text(*_operand_text(ins.text))
+            offset = 0
+        else:
+            message = check_operands(ins.opcode, ins.operands)
+            offset = 0
     except ParseError as e:
-        pos = _instruction_pos(ins, text) + getattr(e, "offset", 0)
-        raise ParseError.at(text, pos, e.message, source) from None
+        message, offset = e.message, getattr(e, "offset", 0)
+    if message is not None:
+        raise ParseError.at(text, _instruction_pos(ins, text) + offset, message, source)
+
+
+def _operand_text(text: str) -> tuple[str, str]:
+    m = _WELL_FORMED_PARTS.match(text)
+    return m.group("op"), (m.group("dest") or "") + (m.group("rest") or "")
 
 
 def _instruction_pos(ins: Instruction, text: str) -> int:
@@ -124,7 +165,7 @@ class _Parser:
 
     def line_directive(self) -> str:
         m = _LINE_TEXT.match(self.text, self.pos)
-        text = m.group().rstrip(" \t\r")
+        text = m.group().rstrip(" \t")
         self.pos += len(text)
         return text
 
@@ -183,6 +224,16 @@ class _Parser:
             decl = self.take(_TO_SEMI, "';' to end this declaration")
             kind = next((w for w in _DIRECTIVE.findall(decl) if w not in _LINKAGE), "decl")
             return TopLevel(kind, decl, lead, line)
+        head = _FUNC_HEAD.match(text, start)
+        if head is not None and head.end() < end:
+            after = _TRIVIA.match(text, head.end()).end()
+            if after < end and _NEXT_ITEM.match(text, after):
+                # A prototype without ';': ptxas ends it where the next module-level item begins.
+                f = self.function_header(text[start:head.end()], start, lead, line)
+                f.semicolon = False
+                self.pos = head.end()
+                f.last_line = self.line_at(self.pos)
+                return f
         f = self.function_header(header, start, lead, line)
         self.pos = end
         if text[end] == ";":
@@ -235,7 +286,10 @@ class _Parser:
             line += lead.count("\n")
             if kind == "ins":
                 # Well formed: guard, opcode and what the first operand is, straight from the match.
-                item, guard, opcode, dest = m.group("ins", "guard", "op", "dest")
+                item, guard, opcode, dest, rest = m.group("ins", "guard", "op", "dest", "rest")
+                message = check_text(opcode, (dest or "") + (rest or ""))
+                if message is not None:
+                    raise self.error(m.start("ins"), message)
                 items.append(Instruction(item, lead, line, None, head(guard, opcode, dest)))
                 pos = m.end()
                 line += item.count("\n")
@@ -299,7 +353,7 @@ class _Parser:
 # A well-formed instruction (`ins`) is matched by the operand grammar itself; `other` instructions
 # (comments inside, constant expressions, syntax errors) are checked by the typed operand parser.
 _BODY_ITEM = re.compile(
-    r"(?P<lead>(?:\s+|//[^\n]*|/\*.*?\*/)*)"
+    rf"(?P<lead>{LEAD})"
     r"(?:(?P<close>\})|(?P<open>\{)"
     r"|(?P<label>[A-Za-z_$][\w$]*[ \t]*:(?!:))"
     rf"|(?P<ldir>{LINE_DIRECTIVE})"

@@ -18,11 +18,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rr.ptx.defuse import _REGISTER, defs_uses_text, head, split_registers
+from rr.ptx.defuse import _REGISTER, defs_uses_text, head, scoped_defs_uses, split_registers
 from rr.ptx.model import Block, Directive, Instruction, Label
-from rr.ptx.operands import INSTRUCTION_PATTERN
+from rr.ptx.errors import ParseError
+from rr.ptx.forms import check_operands, check_text, text_pattern
+from rr.ptx.operands import INSTRUCTION_PATTERN, parse_instruction
+from rr.ptx.scopes import name_registers, own_names, visible
 
-LEAD = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"
+# Whitespace and comments, atomic: no item starts with either, so a failed match never needs
+# it to give back, and nested repeats of blanks would backtrack exponentially if it could.
+LEAD = r"(?>(?:\s+|//[^\n]*|/\*.*?\*/)*)"
 LABEL = r"[A-Za-z_$][\w$]*[ \t]*:(?!:)"
 # `.loc` / `.file` end at the end of their line, without trailing blanks or a comment.
 LINE_DIRECTIVE = r"\.(?:loc|file)\b(?:[ \t]*(?:[^\s/]|/(?![/*])))*"
@@ -42,11 +47,13 @@ _DIRECTIVE_NAME = re.compile(r"\.([A-Za-z_]\w*)")
 class BodyScan:
     """A scanned body: `parts` from `_SPLIT.split` (8 entries per item, the last item being the
     function's closing '}'), `line` the physical line of the opening '{', `raw` the text between
-    the braces."""
+    the braces, `decls` its `.reg` declarations as (scope, text) (`rr.ptx.scopes`)."""
 
     parts: list
     line: int
     raw: str
+    decls: list
+    start: int = 0  # offset of `raw` in the file
 
     @property
     def tail(self) -> str:
@@ -62,6 +69,9 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
     # calls instead of one per scope block. What follows the closing '}' is not looked at.
     parts: list = [""]
     depth = 0
+    scopes = [0]  # the scope numbers of the open blocks, as Statement.scope counts them
+    opened = 0
+    decls: list = []
     chunk_start = start
     lines_per_chunk = 1
     while True:
@@ -81,6 +91,8 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
             c = item[0]
             if c == "{":
                 depth += 1
+                opened += 1
+                scopes.append(opened)
             elif c == "}":
                 depth -= 1
                 if depth < 0:
@@ -90,9 +102,13 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
                         return None  # the function does not close at the start of a line
                     parts[-1:] = more[:k + 6]
                     parts.append("")
-                    return BodyScan(parts, line, text[start:close - 1]), close
-            elif more[k + 1] is None and ("//" in item or "/*" in item):
-                return None  # a comment inside an instruction or directive may hide a ';'
+                    return BodyScan(parts, line, text[start:close - 1], decls, start), close
+                scopes.pop()
+            elif more[k + 1] is None:
+                if "//" in item or "/*" in item:
+                    return None  # a comment inside an instruction or directive may hide a ';'
+                if c == "." and item.startswith(".reg") and item[4] in " \t\r\n":
+                    decls.append((scopes[-1], item))
         if more[-1]:
             return None  # text after the last item
         parts[-1:] = more
@@ -102,6 +118,10 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
 
 def materialise(scan: BodyScan) -> tuple[list, str]:
     """The body's items as syntax-tree nodes, and the trivia before its closing '}'."""
+    return _named(_nodes(scan), scan)
+
+
+def _nodes(scan: BodyScan) -> tuple[list, str]:
     parts = scan.parts
     top: list = []
     stack: list = []
@@ -134,49 +154,104 @@ def materialise(scan: BodyScan) -> tuple[list, str]:
     raise AssertionError("a BodyScan always ends with the function's closing '}'")
 
 
-def unchecked_instructions(scan: BodyScan) -> bool:
-    """True if some instruction did not match the operand grammar (its operands need the typed
-    parser to be validated)."""
+def _named(nodes: tuple[list, str], scan: BodyScan) -> tuple[list, str]:
+    if own_names(scan.decls):
+        name_registers(nodes[0])
+    return nodes
+
+
+def malformed(scan: BodyScan) -> tuple[int, str] | None:
+    """The first instruction whose operands are bad — (its offset in `raw`, why) — or None.
+    Instructions the scan matched with the operand grammar are checked against the operand forms
+    (`rr.ptx.forms`) on their text; the others are parsed into typed operands with the names of
+    their scope and checked on those."""
     parts = scan.parts
+    patterns: dict = {}  # opcode -> forms.text_pattern (None: not in the table)
+    own = own_names(scan.decls) if scan.decls else {}
+    names = own.get(0)
+    maps = [names]
+    blocks = 0
     for k in range(0, len(parts) - 1, _STRIDE):
         item = parts[k + 2]
-        if parts[k + 3] is None and item[0] not in "{}." and item[-1] != ":":
-            return True
-    return False
+        if parts[k + 3] is not None:
+            opcode = parts[k + 5]
+            rx = patterns.get(opcode, False)
+            if rx is False:
+                rx = patterns[opcode] = text_pattern(opcode)
+            if rx is not None:
+                dest, rest = parts[k + 6], parts[k + 7]
+                operands = "" if dest is None else (dest + rest if rest else dest)
+                if rx.match(operands) is None:
+                    return _offset(parts, k), check_text(opcode, operands)
+            continue
+        c = item[0]
+        if c == "{":
+            blocks += 1
+            names = visible(names, own.get(blocks)) if own else None
+            maps.append(names)
+        elif c == "}":
+            if len(maps) > 1:
+                maps.pop()
+                names = maps[-1]
+        elif c != "." and item[-1] != ":":
+            try:
+                _, opcode, operands = parse_instruction(item, names and {w: w for w in names if w[0] != "%"})
+            except ParseError as e:
+                return _offset(parts, k) + getattr(e, "offset", 0), e.message
+            message = check_operands(opcode, operands)
+            if message is not None:
+                return _offset(parts, k), message
+    return None
+
+
+def _offset(parts: list, k: int) -> int:
+    """Offset in the body's text of the item at parts[k + 2] (the groups after 2 lie inside it)."""
+    return sum(len(parts[j]) for j in range(k + 2) if j % _STRIDE < 3)
 
 
 def statement_rows(scan: BodyScan, record) -> list:
-    """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope)` for every statement,
-    read straight off the scan (the hot path of linearisation)."""
+    """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope, names)` for every
+    statement, read straight off the scan (the hot path of linearisation)."""
     parts = scan.parts
     out: list = []
     append = out.append
     split, findall, new = split_registers, _REGISTER.findall, tuple.__new__  # the hot loop's callees
+    own = own_names(scan.decls) if scan.decls else {}
+    names = own.get(0)  # the names of the current scope (rr.ptx.scopes), None where all are %-names
+    maps = [names]
     scopes = [0]
     blocks = 0
     line = scan.line
     n = 0
-    for lead, item, ins, guard, opcode, dest in zip(parts[1::_STRIDE], parts[2::_STRIDE],
-                                                    parts[3::_STRIDE], parts[4::_STRIDE],
-                                                    parts[5::_STRIDE], parts[6::_STRIDE]):
+    for lead, item, ins, guard, opcode, dest, rest in zip(parts[1::_STRIDE], parts[2::_STRIDE],
+                                                          parts[3::_STRIDE], parts[4::_STRIDE],
+                                                          parts[5::_STRIDE], parts[6::_STRIDE],
+                                                          parts[7::_STRIDE]):
         line += lead.count("\n")
         lines = item.count("\n")
         if ins is not None:
             n += 1
-            defs, uses = split(head(guard, opcode, dest), findall(item))
-            append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1])))
+            if names is None:
+                defs, uses = split(head(guard, opcode, dest), findall(item))
+            else:
+                guard, _, defs, uses = scoped_defs_uses(guard, opcode, dest, rest, names)
+            append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
         else:
             c = item[0]
             if c == "{":
                 blocks += 1
                 scopes.append(blocks)
+                names = visible(names, own.get(blocks)) if own else None
+                maps.append(names)
             elif c == "}":
                 scopes.pop()
                 if not scopes:
                     break
+                maps.pop()
+                names = maps[-1]
             elif c != "." and item[-1] != ":":
                 n += 1
-                guard, opcode, defs, uses = defs_uses_text(item)
-                append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1])))
+                guard, opcode, defs, uses = defs_uses_text(item, names)
+                append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
         line += lines
     return out
