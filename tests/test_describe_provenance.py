@@ -175,3 +175,18 @@ def test_the_staging_kernel_is_valid_ptx(tmp_path):
     r = subprocess.run([shutil.which("ptxas"), "-arch=sm_90", str(src), "-o", str(tmp_path / "s.cubin")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_merge_names_each_definition_that_reaches_with_its_block(nvcc_ptx):
+    # tests/cuda/nvvm/branches.cu: `acc = use_bias ? bias[lane & 3] : 0` through an if/else: the
+    # C seed is reached by the zero before the branch and by the table load on its fall-through
+    from rr.describe.spec import spec_json
+
+    f = parse_file(nvcc_ptx("nvvm/branches")).function("nvvm_branches")
+    c = spec_json(f)["phases"][0]["operands"]["C"]
+    assert c["kind"] == "merge" and c["source"] == "merge(table(param+16) | zero)"
+    by_kind = {a["kind"]: a["definitions"] for a in c["alternatives"]}
+    (table,), (zero,) = by_kind["table"], by_kind["zero"]
+    statements = linearise(f)
+    assert statements[table["stmt"] - 1].opcode.startswith("ld.global") and statements[zero["stmt"] - 1].text.startswith("mov.u32")
+    assert zero["block"] < table["block"] and table["loop"] is None and zero["loop"] is None

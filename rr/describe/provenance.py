@@ -25,6 +25,7 @@ definitions of different sources reach.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import re
 from collections import Counter
@@ -109,6 +110,7 @@ class Source:
     accesses: list = field(default_factory=list)
     phase: int | None = None  # for D, pack, transpose
     alternatives: list = field(default_factory=list)  # for merge
+    defs: tuple = ()  # the definitions reaching the operand it comes from (0: the value on entry)
 
     def __str__(self) -> str:
         return f"{self.kind}({self.detail})" if self.detail else self.kind
@@ -581,7 +583,9 @@ class _Tracer:
         return self._reached(reg, tuple(d for d in self.flow.reaching(reg, at) if d not in skip))
 
     def _reached(self, reg: str, reach: tuple) -> Source:
-        return _combine([self.definition(reg, d, 0) for d in reach]) if reach else Source("input")
+        if not reach:
+            return Source("input")
+        return _combine([dataclasses.replace(self.definition(reg, d, 0), defs=(d,)) for d in reach])
 
     def definition(self, reg: str, stmt: int, depth: int) -> Source:
         if stmt == UNDEFINED:
@@ -720,15 +724,15 @@ def _combine(found: list[Source]) -> Source:
         return found[0]
     distinct: dict[tuple, Source] = {}
     for s in found:
-        if s.kind == "merge":
-            for a in s.alternatives:
-                distinct.setdefault(a.key, Source(a.kind, a.detail, [], a.phase)).accesses.extend(a.accesses)
-        else:
-            distinct.setdefault(s.key, Source(s.kind, s.detail, [], s.phase)).accesses.extend(s.accesses)
+        for a in (s.alternatives if s.kind == "merge" else (s,)):
+            into = distinct.setdefault(a.key, Source(a.kind, a.detail, [], a.phase))
+            into.accesses.extend(a.accesses)
+            into.defs = tuple(sorted(set(into.defs) | set(a.defs)))
     if len(distinct) == 1:
         return next(iter(distinct.values()))
     alts = sorted(distinct.values(), key=str)
-    return Source("merge", " | ".join(map(str, alts)), [a for s in alts for a in s.accesses], alternatives=alts)
+    return Source("merge", " | ".join(map(str, alts)), [a for s in alts for a in s.accesses], alternatives=alts,
+                  defs=tuple(sorted({d for a in alts for d in a.defs})))
 
 
 class _Epilogues:
@@ -789,7 +793,7 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
         row["slab_stride"] = next(iter(slabs)) if len(slabs) == 1 else None
         row["slab_strides"] = sorted(slabs)  # more than one would be a mixed-slab B operand
         row["lane_terms"] = sorted({acc.lane for n in "ABC" for s in sources[n] for acc in s.accesses if acc.lane})
-        row["operands"] = {name: operand_json(found) for name, found in sources.items()}
+        row["operands"] = {name: operand_json(found, flow) for name, found in sources.items()}
         row["loop"] = loop_json(flow, p)
         out.append(row)
     return out
@@ -835,7 +839,19 @@ def _source_json(src: Source) -> dict:
     }
 
 
-def operand_json(found: list[Source]) -> dict | None:
+def _definitions_json(flow: Dataflow, defs: tuple) -> list[dict]:
+    """Where the definitions of a merge come from: statement, basic block, innermost loop."""
+    out = []
+    for d in defs:
+        if d == UNDEFINED:
+            out.append({"stmt": None, "block": None, "loop": None, "entry": True})
+            continue
+        loops = flow.cfg.loops_of(d)
+        out.append({"stmt": d, "block": flow.cfg.block_of(d), "loop": loops[0].number if loops else None})
+    return out
+
+
+def operand_json(found: list[Source], flow: Dataflow) -> dict | None:
     """One role's sources over the phase as plain data (see docs/formats.md)."""
     if not found:
         return None
@@ -844,7 +860,8 @@ def operand_json(found: list[Source]) -> dict | None:
     if len({s.key for s in found}) > 1 and merged.kind != "merge":
         out["source"] = " + ".join(k for k, _ in Counter(str(s) for s in found).most_common())
     if merged.kind == "merge":
-        out["alternatives"] = [_source_json(a) for a in merged.alternatives]
+        out["alternatives"] = [{**_source_json(a), "definitions": _definitions_json(flow, a.defs)}
+                               for a in merged.alternatives]
     return out
 
 
