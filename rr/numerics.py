@@ -78,18 +78,29 @@ def fmin(a, b):
 
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 _CANONICAL = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}
+_INFINITY = {2: 0x7C00, 4: 0x7F800000, 8: 0x7FF0000000000000}
 
 
 def ptx_min_max(x, y, minimum: bool, nan: bool = False):
     """PTX `min`/`max` on float arrays of one dtype: a NaN operand gives the other operand, two
-    NaNs (or one, with `.NaN`) the canonical NaN, and -0 < +0."""
-    r = np.fmin(x, y) if minimum else np.fmax(x, y)
-    ut = _UINT[r.dtype.itemsize]
-    ux, uy = np.asarray(x).view(ut), np.asarray(y).view(ut)
-    r = np.where(x == y, (ux | uy if minimum else ux & uy).view(r.dtype), r)  # only ±0 differ in bits
-    bad = np.isnan(r) | ((np.isnan(x) | np.isnan(y)) if nan else False)
-    return np.where(bad, ut(_CANONICAL[r.dtype.itemsize]).view(r.dtype), r)
+    NaNs (or one, with `.NaN`) the canonical NaN, and -0 < +0. f64 with two NaNs gives the first
+    operand as it is, as the H200 does (the ISA says a NaN). Computed on the bits: a float's
+    bits with the magnitude flipped when negative order like the float (numpy's f16 is slow)."""
+    x, y = np.asarray(x), np.asarray(y)
+    size = x.dtype.itemsize
+    it, mag = _INT[size], _INT[size](_CANONICAL[size])
+    sx, sy = x.view(it), y.view(it)
+    kx, ky = sx ^ ((sx >> (8 * size - 1)) & mag), sy ^ ((sy >> (8 * size - 1)) & mag)
+    r = np.where(kx <= ky if minimum else kx >= ky, x, y)
+    nan_x, nan_y = (sx & mag) > _INFINITY[size], (sy & mag) > _INFINITY[size]
+    if not (nan_x.any() or nan_y.any()):
+        return r
+    r = np.where(nan_x, y, np.where(nan_y, x, r))
+    both = (nan_x | nan_y) if nan else (nan_x & nan_y)
+    canonical = _UINT[size](_CANONICAL[size]).view(x.dtype)
+    return np.where(both, x if (size == 8 and not nan) else canonical, r)
 
 
 def f16(x):
@@ -163,6 +174,21 @@ def float_bits(x, fmt: str) -> np.ndarray:
     return np.where(np.isnan(x), ut(CANONICAL_NAN[fmt]), bits).astype(ut)
 
 
+def quiet_nan_bits(x, fmt: str) -> np.ndarray:
+    """The NaN an IEEE conversion of f64 NaNs gives in `fmt`: the sign, the quiet bit and the
+    payload's leading bits (the H200 converts to and from f64 so; tf32 keeps f32's layout)."""
+    b = np.asarray(x, np.float64).view(np.uint64)
+    layout = "f32" if fmt == "tf32" else fmt
+    width, mbits = {"f16": (16, 10), "bf16": (16, 7), "f32": (32, 23), "f64": (64, 52)}[layout]
+    ut = FORMAT_BITS[fmt]
+    payload = (b & np.uint64((1 << 52) - 1)) >> np.uint64(52 - mbits)
+    if fmt == "tf32":
+        payload &= np.uint64(~0x1FFF & ((1 << 23) - 1))
+    exponent = np.uint64(((1 << (width - 1 - mbits)) - 1) << mbits)
+    out = ((b >> np.uint64(63)) << np.uint64(width - 1)) | exponent | np.uint64(1 << (mbits - 1)) | payload
+    return out.astype(ut)
+
+
 def flush_subnormal(x, fmt: str = "f32") -> np.ndarray:
     """`.ftz`: values below the format's smallest normal become zeros of the same sign."""
     x = np.asarray(x)
@@ -204,16 +230,17 @@ def round_to_odd_sum(p, c) -> np.ndarray:
     return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
-def float_to_integer(x, bits: int, signed: bool, mode: str) -> np.ndarray:
-    """`cvt.<irnd>.<int>.<float>`: round to an integer as asked, NaN → 0, clamp to the
-    destination's range. x is exact f64; the result has the destination's numpy type."""
+def float_to_integer(x, bits: int, signed: bool, mode: str, nan: int = 0) -> np.ndarray:
+    """`cvt.<irnd>.<int>.<float>`: round to an integer as asked, clamp to the destination's
+    range; a NaN gives `nan` (the ISA says 0). x is exact f64; the result has the destination's
+    numpy type."""
     r = ROUNDINGS[mode](np.asarray(x, np.float64))
     lo, hi = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if signed else (0.0, 2.0 ** bits)
     it = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[bits] if signed else \
         {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
     info = np.iinfo(it)
     inside = np.where(np.isnan(r) | (r < lo) | (r >= hi), 0.0, r)
-    return np.where(np.isnan(r), it(0), np.where(r < lo, it(info.min), np.where(r >= hi, it(info.max),
+    return np.where(np.isnan(r), np.array(nan, np.uint64).astype(it), np.where(r < lo, it(info.min), np.where(r >= hi, it(info.max),
                     inside.astype(np.int64 if signed else np.uint64).astype(it))))
 
 

@@ -94,7 +94,15 @@ def bfe(a: int, pos: int, length: int, bits: int, is_signed: bool) -> int:
     return d
 
 
+def bfe_h200(a: int, pos: int, length: int, bits: int, is_signed: bool) -> int:
+    """bfe.{u64,s64} as the H200 runs it: the ISA's definition, but with the position and length
+    read as whole 32-bit values, not their low 8 bits (measured; 32-bit bfe masks as the ISA says)."""
+    return bfe(a, min(pos, 255), min(length, 255), bits, is_signed) if bits == 64 else bfe(a, pos, length, bits, is_signed)
+
+
 def bfi(a: int, b: int, pos: int, length: int, bits: int) -> int:
+    if bits == 64:  # the H200 (see bfe_h200): whole 32-bit position and length; past 255 changes nothing
+        pos, length = min(pos, 255), min(length, 255)
     pos, length = pos & 0xFF, length & 0xFF
     f = b
     i = 0
@@ -197,7 +205,10 @@ def dp(a: int, b: int, c: int, asig: bool, bsig: bool, two: bool, hi: bool) -> i
     return (cv + sum(x * y for x, y in zip(va, vb))) & M32
 
 
-def pack(values: list, size: int) -> int:
+def pack(values: list, size: int):
+    """Elements packed low first; None (a value only the NaN-ness of which is defined) if any is."""
+    if any(v is None for v in values):
+        return None
     return sum((v & ((1 << size) - 1)) << (size * i) for i, v in enumerate(values))
 
 
@@ -214,8 +225,8 @@ def f32_bits(x: float) -> int:
 def expect_bitfield(r) -> list:
     a, b, c, d = r
     C, A = c | d << 32, a | b << 32
-    return [bfe(a, b, c, 32, False), bfe(a, b, c, 32, True), *split64(bfe(C, b, a, 64, False)),
-            *split64(bfe(C, b, a, 64, True)), bfi(d, a, b, c, 32), *split64(bfi(C, A, b, c, 64)),
+    return [bfe(a, b, c, 32, False), bfe(a, b, c, 32, True), *split64(bfe_h200(C, b, a, 64, False)),
+            *split64(bfe_h200(C, b, a, 64, True)), bfi(d, a, b, c, 32), *split64(bfi(C, A, b, c, 64)),
             bfe(a, 4, 12, 32, True), bfi(d, a, 28, 8, 32), (a >> 8) & 0xFF, signed(a << 4, 32) >> 20 & M32,
             (a & ~0xFF0 & M32) | ((d << 4) & 0xFF0), (a & 0xFFFF) | (d << 16) & M32, 0]
 
@@ -302,10 +313,28 @@ def expect_minmax(r) -> list:
             pack([int(x > y) for x, y in zip(lanes(a, 8, False), lanes(b, 8, False))], 8)]
 
 
+def expect_divide(r) -> list:
+    """Truncating division; a zero divisor's result is machine-specific (None: not compared here)."""
+    a, b, c, d = r
+    A, C = a | b << 32, c | d << 32
+
+    def div(x, y, bits, is_signed, rem):
+        if y == 0:  # machine-specific: only the GPU test checks these
+            return (None,) * (bits // 32)
+        if is_signed:
+            x, y = signed(x, bits), signed(y, bits)
+        q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
+        v = (x - q * y if rem else q) & ((1 << bits) - 1)
+        return (v,) if bits == 32 else split64(v)
+    return [*div(a, b, 32, False, False), *div(a, b, 32, False, True), *div(a, b, 32, True, False),
+            *div(a, b, 32, True, True), *div(A, C, 64, False, False), *div(A, C, 64, False, True),
+            *div(A, C, 64, True, False), *div(A, C, 64, True, True)]
+
+
 INT_KERNELS = {
     "bitfield": (16, expect_bitfield), "permute": (10, expect_permute), "shifts": (16, expect_shifts),
     "bitcount": (20, expect_bitcount), "multiply": (40, expect_multiply), "dots": (15, expect_dots),
-    "minmax": (36, expect_minmax),
+    "minmax": (36, expect_minmax), "divide": (12, expect_divide),
 }
 
 
@@ -315,9 +344,11 @@ def test_integer_and_bit_instructions_follow_the_isa(tmp_path, nvcc_ptx, entry):
     rows = int_rows(1024, seed=len(entry))
     out = run(tmp_path, nvcc_ptx("int_ops", "-O3"), entry,
               {"in": rows.reshape(-1), "out": np.zeros(len(rows) * width, np.uint32)}, grid=(8, 1, 1), block=(128, 1, 1))
-    want = np.array([expect([int(x) for x in r]) for r in rows], np.uint64).astype(np.uint32)
+    expected = [expect([int(x) for x in r]) for r in rows]
+    undefined = np.array([[w is None for w in e] for e in expected])
+    want = np.array([[0 if w is None else w for w in e] for e in expected], np.uint64).astype(np.uint32)
     names = [f"{entry}[{j}]" for j in range(width)]
-    assert_columns(out["out"].reshape(len(rows), width), want, names, rows)
+    assert_columns(np.where(undefined, 0, out["out"].reshape(len(rows), width)), want, names, rows)
 
 
 def test_lop3_computes_every_immlut_from_its_truth_table(tmp_path, nvcc_ptx):
@@ -437,6 +468,8 @@ def float_min_max(x: int, y: int, fmt: str, minimum: bool, nan: bool = False, xo
     if xorsign:
         x, y = x & ~sign_bit, y & ~sign_bit
     nx_, ny = is_nan(x, fmt), is_nan(y, fmt)
+    if nx_ and ny and fmt == "f64" and not nan:
+        return x  # a NaN, the ISA says; the H200 returns the first operand as it is
     if (nx_ and ny) or (nan and (nx_ or ny)):
         return canonical
     if nx_ or ny:
@@ -486,7 +519,7 @@ def fma_relu(a: int, b: int, c: int, fmt: str) -> int:
     if e == ("nan",):
         return (1 << (width - 1)) - 1  # .relu: NaN -> the canonical NaN
     sign, value = round_to(*e, fmt)
-    if sign and value != 0:
+    if sign:  # negative, and -0 too (the H200 gives +0; the ISA says only "if negative")
         return 0
     return encode_float(sign, value, fmt)
 
@@ -523,21 +556,33 @@ def expect_float_ops(r):
             halves(lambda x, y, f: float_min_max(x, y, f, True, nan=True)),
             pack([fma_relu(a >> s & 0xFFFF, b >> s & 0xFFFF, b >> s & 0xFFFF, "f16") for s in (0, 16)], 16),
             *split64(float_min_max(A, B, "f64", True))]
-    # abs of a NaN gives some NaN: only the NaN-ness of that column is the ISA's
-    out += [None if is_nan(a, "f32") else a & 0x7FFFFFFF]
+    # abs and neg of an f32 or f16 NaN give some NaN: only the NaN-ness is the ISA's
+    out += [None if is_nan(a, "f32") else a & 0x7FFFFFFF, None if is_nan(a, "f32") else a ^ 0x80000000,
+            None if is_nan(a & 0xFFFF, "f16") else a & 0x7FFF,
+            pack([None if is_nan(b >> s & 0xFFFF, "f16") else (b >> s & 0xFFFF) ^ 0x8000 for s in (0, 16)], 16),
+            *split64(A if is_nan(A, "f64") else A & ~(1 << 63)),  # abs.f64 passes a NaN through
+            *split64(B if is_nan(B, "f64") else B ^ (1 << 63))]  # neg.f64 too, on the H200
     return out
+
+
+FLOAT_OPS = 47  # columns of float_ops
 
 
 def test_float_edge_cases_follow_the_isa(tmp_path, nvcc_ptx):
     rows = float_rows(640, seed=4)
     out = run(tmp_path, nvcc_ptx("float_ops", "-O3"), "float_ops",
-              {"in": rows.reshape(-1), "out": np.zeros(len(rows) * 40, np.uint32)}, grid=(5, 1, 1), block=(128, 1, 1))
-    got = out["out"].reshape(len(rows), 40)
+              {"in": rows.reshape(-1), "out": np.zeros(len(rows) * FLOAT_OPS, np.uint32)}, grid=(5, 1, 1),
+              block=(128, 1, 1))
+    got = out["out"].reshape(len(rows), FLOAT_OPS)
     expected = [expect_float_ops([int(x) for x in r]) for r in rows]
     loose = np.array([[w is None for w in e] for e in expected])
     want = np.array([[0 if w is None else w for w in e] for e in expected], np.uint64).astype(np.uint32)
-    assert np.isnan(got.view(np.float32)[loose]).all(), "abs of a NaN must be a NaN"
-    assert_columns(np.where(loose, 0, got), want, [f"float_ops[{j}]" for j in range(40)], rows)
+    def f16_nan(v):
+        return ((v & 0x7C00) == 0x7C00) & ((v & 0x3FF) != 0)
+    for j, is_a_nan in ((39, lambda v: np.isnan(v.view(np.float32))), (40, lambda v: np.isnan(v.view(np.float32))),
+                        (41, f16_nan), (42, lambda v: f16_nan(v) | f16_nan(v >> 16))):
+        assert is_a_nan(got[loose[:, j], j]).all(), f"float_ops[{j}] of a NaN is not a NaN"
+    assert_columns(np.where(loose, 0, got), want, [f"float_ops[{j}]" for j in range(FLOAT_OPS)], rows)
 
 
 # -- warps ----------------------------------------------------------------------------------------
@@ -851,11 +896,15 @@ def integral(x: Fraction, mode: str) -> int:
 
 
 def float_to_int(bits: int, fmt: str, typ: str, mode: str, ftz: bool = False) -> int:
-    """cvt.<irnd>.<int>.<float>: NaN -> 0, rounded as asked, clamped to the type's range."""
+    """cvt.<irnd>.<int>.<float>: rounded as asked, clamped to the type's range. A NaN: the ISA
+    says 0; the H200 gives 0 from f32/f16/bf16 into at most 32 bits, and only the destination's
+    sign bit from f64 or into 64 bits (measured)."""
     d = decode_float(bits, fmt)
     lo, hi = int_range(typ)
     if d == ("nan",):
-        return 0
+        width = int(typ[1:])
+        return register(signed(1 << (width - 1), width) if typ[0] == "s" else 1 << (width - 1), typ) \
+            if fmt == "f64" or width == 64 else 0
     sign, val = d
     if ftz and val != "inf" and 0 < val < Fraction(2) ** -126:
         val = Fraction(0)
@@ -886,10 +935,10 @@ def to_float_bits(sign: int, value, fmt: str, mode: str = "rn", flags: frozenset
     if "satfinite" in flags and value == "inf":
         mbits = 10 if fmt == "tf32" else FORMATS[fmt][2]
         value = (2 - Fraction(2) ** -mbits) * Fraction(2) ** ((1 << (FORMATS[layout][1] - 1)) - 1)
-    if "relu" in flags and sign and value != 0:
+    if "relu" in flags and sign:  # -0 too: the H200 gives +0 (the ISA says "if negative")
         sign, value = 0, Fraction(0)
     if "sat" in flags:
-        if sign and value != 0:
+        if sign:  # [0.0, 1.0], -0 included as +0 (the H200)
             sign, value = 0, Fraction(0)
         elif value == "inf" or value > 1:
             value = Fraction(1)
@@ -920,7 +969,10 @@ def cvt_float(bits: int, sfmt: str, dfmt: str, mode: str = "rn", flags: frozense
     if d == ("nan",):
         return to_float_bits(0, None, dfmt, mode, flags)
     sign, val = d
-    if "ftz" in flags and sfmt == "f32" and val != "inf" and 0 < val < Fraction(2) ** -126:
+    tiny = val != "inf" and 0 < val < Fraction(2) ** -126
+    # .ftz flushes f32 subnormal inputs; for an f32 result the H200 flushes a value below the
+    # normals before rounding (one that would round up to the smallest normal too)
+    if "ftz" in flags and (sfmt == "f32" or dfmt == "f32") and tiny:
         val = Fraction(0)
     if mode in ("rni", "rzi", "rmi", "rpi"):
         if val != "inf":
@@ -1139,7 +1191,7 @@ def gpu_case(name: str) -> tuple:
         return "int_ops", name, {"in": rows.reshape(-1), "out": np.zeros(len(rows) * width, np.uint32)}, \
             (len(rows) // 128, 1, 1), (128, 1, 1), ()
     if name == "float_ops":
-        return "float_ops", name, {"in": float_rows(640, 4).reshape(-1), "out": np.zeros(640 * 40, np.uint32)}, \
+        return "float_ops", name, {"in": float_rows(640, 4).reshape(-1), "out": np.zeros(640 * FLOAT_OPS, np.uint32)}, \
             (5, 1, 1), (128, 1, 1), ()
     if name == "warp_ops":
         return "warp_ops", name, {"in": warp_values(256, 8), "out": np.zeros(256 * 32, np.uint32),

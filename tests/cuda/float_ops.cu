@@ -18,15 +18,16 @@
 #define BIN32(i, INSTR) do { asm(INSTR " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[i] = r; } while (0)
 
 extern "C" __global__ void float_ops(const uint32_t* in, uint32_t* out) {
-  ROW(40)
+  ROW(47)
   TESTP(0, "finite"); TESTP(1, "infinite"); TESTP(2, "number"); TESTP(3, "notanumber");
   TESTP(4, "normal"); TESTP(5, "subnormal");
   asm("copysign.f32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[6] = r;
   asm("copysign.f64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(B)); PUT64(7, R);
   BIN32(9, "min.f32"); BIN32(10, "max.f32"); BIN32(11, "min.NaN.f32"); BIN32(12, "max.NaN.f32");
   BIN32(13, "min.xorsign.abs.f32"); BIN32(14, "max.xorsign.abs.f32"); BIN32(15, "min.ftz.f32");
-  asm("min.f64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(B)); PUT64(16, R);
-  asm("max.f64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(B)); PUT64(18, R);
+  double g;  // f64 registers: ptxas mistranslates min/max.f64 on .b64 registers (seen on sm_90, CUDA 13.0)
+  asm("min.f64 %0, %1, %2;" : "=d"(g) : "d"(da), "d"(db)); PUT64(16, uint64_t(__double_as_longlong(g)));
+  asm("max.f64 %0, %1, %2;" : "=d"(g) : "d"(da), "d"(db)); PUT64(18, uint64_t(__double_as_longlong(g)));
   BIN32(20, "min.f16x2"); BIN32(21, "max.f16x2"); BIN32(22, "min.NaN.f16x2"); BIN32(23, "max.NaN.f16x2");
   BIN32(24, "min.bf16x2"); BIN32(25, "max.bf16x2");
   uint16_t h;
@@ -46,4 +47,9 @@ extern "C" __global__ void float_ops(const uint32_t* in, uint32_t* out) {
   o[36] = *reinterpret_cast<const uint32_t*>(&hr);
   PUT64(37, uint64_t(__double_as_longlong(fmin(da, db))));
   o[39] = __float_as_uint(fabsf(fa));
+  asm("neg.f32 %0, %1;" : "=r"(r) : "r"(a)); o[40] = r;
+  asm("abs.f16 %0, %1;" : "=h"(h) : "h"(uint16_t(a))); o[41] = h;
+  asm("neg.f16x2 %0, %1;" : "=r"(r) : "r"(b)); o[42] = r;
+  asm("abs.f64 %0, %1;" : "=d"(g) : "d"(da)); PUT64(43, uint64_t(__double_as_longlong(g)));
+  asm("neg.f64 %0, %1;" : "=d"(g) : "d"(db)); PUT64(45, uint64_t(__double_as_longlong(g)));
 }

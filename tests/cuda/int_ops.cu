@@ -12,6 +12,7 @@
 #define OP1(i, INSTR) do { asm(INSTR " %0, %1;" : "=r"(r) : "r"(a)); o[i] = r; } while (0)
 #define OP1W(i, INSTR) do { asm(INSTR " %0, %1;" : "=r"(r) : "l"(A)); o[i] = r; } while (0)  // of (b:a)
 #define OP2(i, INSTR) do { asm(INSTR " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[i] = r; } while (0)
+#define OP2W(i, INSTR) do { asm(INSTR " %0, %1, %2;" : "=l"(R) : "l"(A), "l"(C)); PUT64(i, R); } while (0)
 #define OP3(i, INSTR) do { asm(INSTR " %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[i] = r; } while (0)
 
 // bfe / bfi: position b, length c as registers (the instruction reads their low 8 bits)
@@ -120,9 +121,9 @@ extern "C" __global__ void multiply(const uint32_t* in, uint32_t* out) {
   OP2(1, "mul.hi.s32");
   asm("mul.wide.u32 %0, %1, %2;" : "=l"(R) : "r"(a), "r"(b)); PUT64(2, R);
   asm("mul.wide.s32 %0, %1, %2;" : "=l"(R) : "r"(a), "r"(b)); PUT64(4, R);
-  asm("mul.hi.u64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(C)); PUT64(6, R);
-  asm("mul.hi.s64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(C)); PUT64(8, R);
-  asm("mul.lo.u64 %0, %1, %2;" : "=l"(R) : "l"(A), "l"(C)); PUT64(10, R);
+  OP2W(6, "mul.hi.u64");
+  OP2W(8, "mul.hi.s64");
+  OP2W(10, "mul.lo.u64");
   OP3(12, "mad.hi.u32");
   OP3(13, "mad.hi.s32");
   OP3(14, "mad.hi.sat.s32");
@@ -205,4 +206,17 @@ extern "C" __global__ void minmax(const uint32_t* in, uint32_t* out) {
   o[33] = __vabsdiffu4(a, b);
   o[34] = __vadd2(a, b);
   o[35] = __vsetgtu4(a, b);
+}
+
+// integer division and remainder, truncating; a zero divisor's result is the machine's
+extern "C" __global__ void divide(const uint32_t* in, uint32_t* out) {
+  ROW(12)
+  OP2(0, "div.u32");
+  OP2(1, "rem.u32");
+  OP2(2, "div.s32");
+  OP2(3, "rem.s32");
+  OP2W(4, "div.u64");
+  OP2W(6, "rem.u64");
+  OP2W(8, "div.s64");
+  OP2W(10, "rem.s64");
 }

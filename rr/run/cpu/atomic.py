@@ -1,7 +1,8 @@
 """`atom` and `red` for the CPU interpreter, on global, shared and generic addresses. The threads
-of one statement that hit the same address are applied one after another in lane order (the
-interpreter's serialisation; the GPU picks some order), so each gets the value the ones before it
-left: atom.add by 32 lanes on one word leaves the sum and hands each lane a distinct old value.
+of one statement that hit the same address are applied one after another in lane order, so each
+gets the value the ones before it left: atom.add by 32 lanes on one word leaves the sum and hands
+each lane a distinct old value. Within a warp that is the H200's order too; the order of warps
+and blocks is the machine's (on the GPU it depends on scheduling).
 Associative integer operations are scanned segment-wise in numpy; exch is a shift; the rest (the
 float additions, which round at every step, and inc/dec/cas) run lane by lane within each address.
 """

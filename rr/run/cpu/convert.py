@@ -37,14 +37,15 @@ def _source(ctx, operand, styp, op, ftz: bool):
 def _finish(dfmt, mods):
     """The result modifiers on f64 values of the destination format: .ftz (f32), .sat ([0, 1],
     NaN -> +0), .relu (negatives -> +0, NaN -> canonical NaN), .satfinite (infinities ->
-    the largest finite value of that sign)."""
+    the largest finite value of that sign). -0 counts as negative for .sat and .relu: the H200
+    gives +0 (the ISA does not say)."""
     steps = []
     if "ftz" in mods and dfmt == "f32":
         steps.append(nx.flush_subnormal)
     if "sat" in mods:
-        steps.append(lambda r: np.where(np.isnan(r), 0.0, np.clip(r, 0.0, 1.0)))
+        steps.append(lambda r: np.where(np.isnan(r) | (r <= 0), 0.0, np.minimum(r, 1.0)))
     if "relu" in mods:
-        steps.append(lambda r: np.where(r < 0, 0.0, r))
+        steps.append(lambda r: np.where(np.signbit(r) & ~np.isnan(r), 0.0, r))
     if "satfinite" in mods:
         big = nx.max_finite(dfmt)
         steps.append(lambda r: np.where(np.isinf(r), np.copysign(big, r), r))
@@ -66,6 +67,8 @@ def to_float(styp: str, dfmt: str, mods: set):
         if rnd is not None:  # same size: an integral value in the same format
             integral = nx.INTEGER_ROUNDING[rnd]
             return lambda x: finish(nx.round_float(np.where(np.isfinite(x), nx.ROUNDINGS[integral](x), x), dfmt))
+        if "ftz" in mods and dfmt == "f32":  # the H200 flushes a value below f32's normals before rounding
+            return lambda x: finish(nx.round_float(nx.flush_subnormal(x), dfmt, frnd))
         return lambda x: finish(nx.round_float(x, dfmt, frnd))
     if type_bits(styp) <= 32:  # exact in f64
         return lambda v: finish(nx.round_float(np.asarray(v).astype(np.float64), dfmt, frnd))
@@ -79,7 +82,10 @@ def to_integer(styp: str, dtyp: str, mods: set):
     if styp in FLOATS:
         rnd = next((r for r in mods if r in nx.INTEGER_ROUNDING), "rzi")
         mode = nx.INTEGER_ROUNDING[rnd]
-        return lambda x: nx.float_to_integer(x, bits, signed, mode)
+        # NaN: the ISA says 0; the H200 gives 0 only from f32/f16/bf16 to at most 32 bits, and the
+        # destination's sign bit alone from f64 or into 64 bits
+        nan = 1 << (bits - 1) if styp == "f64" or bits == 64 else 0
+        return lambda x: nx.float_to_integer(x, bits, signed, mode, nan)
     src_signed = styp[0] == "s"
     if "sat" not in mods:  # sign or zero extension by the source, truncation to the destination
         wide = np.int64 if src_signed else np.uint64
@@ -119,7 +125,8 @@ def _packed_pair(op, parts, ctx, dtyp, mods):
 def _f16(x):
     """`cvt.rn.f16.f32`: numpy's f32 -> f16 rounds to nearest even; a NaN becomes the canonical one."""
     h = nx.f16(x)
-    return np.where(np.isnan(h), np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), h)
+    nan = np.isnan(x)
+    return np.where(nan, np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), h) if nan.any() else h
 
 
 def _fp8(op, parts, ctx, dtyp, styp, mods):
@@ -176,7 +183,15 @@ def compile_cvt(op, parts, ctx):
     src = _source(ctx, op.operands[1], styp, op, ftz)
     if dtyp in FLOATS:
         convert, fmt = to_float(styp, dtyp, mods), dtyp
-        return lambda m, mask: m.put(d, nx.float_bits(convert(src(m)), fmt), mask)
+        nan = _nan_rule(styp, dtyp, mods)
+        if nan is None:
+            return lambda m, mask: m.put(d, nx.float_bits(convert(src(m)), fmt), mask)
+
+        def run(m, mask):
+            x = src(m)
+            r = nx.float_bits(convert(x), fmt)
+            m.put(d, np.where(np.isnan(x), nan(x), r), mask)
+        return run
     convert = to_integer(styp, dtyp, mods)
     extend = extend_to_register(ctx, d, dtyp)
     if extend is not None:
@@ -184,13 +199,38 @@ def compile_cvt(op, parts, ctx):
     return lambda m, mask: m.put(d, convert(src(m)), mask)
 
 
+def _nan_rule(styp: str, dtyp: str, mods: set):
+    """The NaN a float -> float cvt writes, where it is not the canonical one (None): the ISA
+    leaves it open; the H200 keeps the payload converting to or from f64, bf16 -> f32 and
+    f32 -> tf32 (.rna), but canonicalises an f32 source under .ftz first, and gives 0x7FBFE000
+    for tf32 under .satfinite. .sat and .relu results are the ISA's (+0, the canonical NaN)."""
+    if styp not in FLOATS or mods & {"sat", "relu"}:
+        return None
+    if dtyp == "tf32":
+        if "satfinite" in mods:
+            return lambda x: np.uint32(0x7FBFE000)
+        return lambda x: nx.quiet_nan_bits(x, "tf32")
+    if "ftz" in mods and styp == "f32" and dtyp == "f64":
+        return lambda x: np.uint64(0x7FFFFFFFE0000000)  # the canonical f32 NaN, widened
+    if styp == "f64" or dtyp == "f64" or (styp, dtyp) == ("bf16", "f32"):
+        return lambda x: nx.quiet_nan_bits(x, dtyp)
+    return None
+
+
 def _fast(op, ctx, dtyp, styp, mods, d):
     """The conversions of the engine's hot loops, straight through numpy where it rounds as the
-    PTX does: f16 -> f32 and f32 -> f16 (nearest even), and plain integer widening."""
-    if mods <= {"rn"} and dtyp == "f16" and styp in ("f32", "f64"):
+    PTX does: f16 -> f32, f32 and f64 -> f16 (nearest even), and plain integer widening."""
+    if mods <= {"rn"} and dtyp == "f16" and styp == "f32":
         a = ctx.reader(op.operands[1], styp, op)
         return lambda m, mask: m.put(d, _f16(a(m)), mask)
-    if not mods and styp == "f16" and dtyp in ("f32", "f64"):
+    if mods <= {"rn"} and dtyp == "f16" and styp == "f64":  # a NaN keeps its payload
+        a = ctx.reader(op.operands[1], styp, op)
+
+        def run(m, mask):
+            x = a(m)
+            m.put(d, np.where(np.isnan(x), nx.quiet_nan_bits(x, "f16"), nx.f16(x).view(np.uint16)), mask)
+        return run
+    if not mods and styp == "f16" and dtyp == "f32":
         a = ctx.reader(op.operands[1], "f16", op)
         dt = TYPES[dtyp]
         canonical = np.array(nx.CANONICAL_NAN[dtyp], TYPES[f"u{type_bits(dtyp)}"]).view(dt)

@@ -260,17 +260,23 @@ def _shf(op, parts, ctx):
 
 # -- bit fields, bytes ----------------------------------------------------------------------------
 
+def _field(b, c, bits: int):
+    """bfe/bfi's position and length: the low 8 bits of b and c (the ISA), but for 64-bit
+    types the whole 32-bit values, as the H200 reads them."""
+    pos, length = np.asarray(b, U32).astype(np.int64), np.asarray(c, U32).astype(np.int64)
+    return (pos & 0xFF, length & 0xFF) if bits == 32 else (pos, length)
+
+
 def bfe_function(typ: str):
-    """bfe: pos = b & 0xff, len = c & 0xff; field bits past the msb and the rest of d take the
-    sign bit a[min(pos + len - 1, msb)] (.s types, len > 0) or 0."""
+    """bfe: field bits past the msb and the rest of d take the sign bit a[min(pos + len - 1,
+    msb)] (.s types, len > 0) or 0."""
     bits = type_bits(typ)
     ut = BITS[bits]
     signed = typ[0] == "s"
 
     def f(a, b, c):
         a = np.asarray(a).view(ut) if np.ndim(a) else np.asarray(a).astype(ut)
-        pos = np.asarray(b, U32).astype(np.int64) & 0xFF
-        length = np.asarray(c, U32).astype(np.int64) & 0xFF
+        pos, length = _field(b, c, bits)
         w = np.clip(np.minimum(length, bits - pos), 0, bits)
         field = (a >> np.minimum(pos, bits - 1).astype(ut)) & _mask(w, bits)
         if not signed:
@@ -289,8 +295,7 @@ def bfi_function(typ: str):
 
     def f(a, b, c, d):
         a, b = np.asarray(a).astype(ut, copy=False), np.asarray(b).astype(ut, copy=False)
-        pos = np.asarray(c, U32).astype(np.int64) & 0xFF
-        length = np.asarray(d, U32).astype(np.int64) & 0xFF
+        pos, length = _field(c, d, bits)
         w = np.clip(np.minimum(length, bits - pos), 0, bits)
         p = np.minimum(pos, bits - 1).astype(ut)
         m = _mask(w, bits) << p
@@ -503,16 +508,19 @@ def _sad(op, parts, ctx):
 
 
 def _div_rem(op, parts, ctx):
-    """Integer div/rem, truncating; a zero divisor gives all ones (div) or the dividend (rem)."""
+    """Integer div/rem, truncating. A zero divisor (machine-specific, the ISA says) gives what
+    the H200 gives: all ones, but the dividend for a 64-bit rem."""
     typ = op_type(parts)
     dt = np.dtype(TYPES[typ])
     ut = BITS[dt.itemsize * 8]
     rem = parts[0] == "rem"
+    rem_by_zero_is_dividend = rem and dt.itemsize == 8
     if dt.kind == "u":
         def f(a, b):
             a, b = np.asarray(a, dt), np.asarray(b, dt)
             safe = np.where(b == 0, dt.type(1), b)
-            return np.where(b == 0, a if rem else dt.type(np.iinfo(dt).max), a % safe if rem else a // safe).astype(dt)
+            by_zero = a if rem_by_zero_is_dividend else dt.type(np.iinfo(dt).max)
+            return np.where(b == 0, by_zero, a % safe if rem else a // safe).astype(dt)
         return _run(_dest(op), f, _readers(op, ctx, (typ, typ)))
 
     def g(a, b):  # truncating division on magnitudes, in unsigned arithmetic (MIN / -1 wraps)
@@ -523,7 +531,7 @@ def _div_rem(op, parts, ctx):
         q, r = ma // safe, ma % safe
         q = np.where((a < 0) != (b < 0), ut(0) - q, q)
         r = np.where(a < 0, ut(0) - r, r)
-        out = np.where(mb == 0, a.astype(ut) if rem else ut(np.iinfo(ut).max), r if rem else q)
+        out = np.where(mb == 0, a.astype(ut) if rem_by_zero_is_dividend else ut(np.iinfo(ut).max), r if rem else q)
         return out.astype(ut).view(dt)
     return _run(_dest(op), g, _readers(op, ctx, (typ, typ)))
 

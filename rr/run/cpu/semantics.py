@@ -149,15 +149,12 @@ def _arith(op, parts, ctx):
         rs = [ctx.reader(s, rt, op) for s in srcs]
         fn = _f16_fn(base, parts)
 
-        def run(m, mask):
-            vals = [r(m) for r in rs]
-            if typ == "f16":
-                m.put(d, fn(*[np.asarray(v).view(np.float16) for v in vals]), mask)
-            else:
-                halves = [f16x2_split(v) for v in vals]
-                lo = fn(*[h[0] for h in halves])
-                hi = fn(*[h[1] for h in halves])
-                m.put(d, f16x2_join(lo, hi), mask)
+        if typ == "f16":
+            return lambda m, mask: m.put(d, fn(*[np.asarray(r(m)).view(np.float16) for r in rs]), mask)
+
+        def run(m, mask):  # both halves at once: a word's f16 view is its (low, high) pair
+            halves = [np.ascontiguousarray(np.broadcast_to(r(m), (m.n,))).view(np.float16) for r in rs]
+            m.put(d, np.ascontiguousarray(fn(*halves), np.float16).view(np.uint32), mask)
         return run
     rs = [ctx.reader(s, typ, op) for s in srcs]
     fn = _float_fn(base, set(parts[1:]), typ)
@@ -167,8 +164,8 @@ def _arith(op, parts, ctx):
 
 
 def _relu(x):
-    """`.relu` on f16: negative results become +0, a NaN the canonical NaN."""
-    r = np.where(x < 0, np.float16(0), x)
+    """`.relu` on f16: negative results (-0 too, as on the H200) become +0, a NaN the canonical NaN."""
+    r = np.where(np.signbit(x), np.float16(0), x)
     return np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), r)
 
 
@@ -199,11 +196,28 @@ def _f16_fn(base, parts):
         return _F16_BIN[base]
     if base == "fma":
         return (lambda a, b, c: _relu(nx.fma(a, b, c))) if "relu" in parts else nx.fma
-    if base == "neg":
-        return nx.neg
-    if base == "abs":
-        return lambda a: np.abs(np.asarray(a, np.float16))
+    if base in ("neg", "abs"):
+        return _sign_op(base, np.float16)
     raise Unsupported(f"f16 {'.'.join(parts)}")
+
+
+def _sign_op(base, dt):
+    """neg/abs on f16, f32, f64, on the bits. A NaN: the ISA says some NaN (f16, f32) or the
+    input (f64); the H200 gives the canonical NaN and the input."""
+    size = np.dtype(dt).itemsize
+    ut = BITS[8 * size]
+    sign, mag = ut(1 << (8 * size - 1)), ut((1 << (8 * size - 1)) - 1)
+    infinity = ut({2: 0x7C00, 4: 0x7F800000, 8: 0x7FF0000000000000}[size])
+    canonical = ut(nx.CANONICAL_NAN[{2: "f16", 4: "f32", 8: "f64"}[size]])
+
+    def f(a):
+        u = np.asarray(a, dt).view(ut)
+        r = u ^ sign if base == "neg" else u & mag
+        nan = (u & mag) > infinity
+        if nan.any():
+            r = np.where(nan, u if size == 8 else canonical, r)
+        return r.view(dt)
+    return f
 
 
 def _bf16(op, parts, ctx, typ):
@@ -230,7 +244,7 @@ def _bf16(op, parts, ctx, typ):
             r = out(nx.round_to_odd_sum(val(a) * val(b), val(c)))
             if relu:
                 x = val(r)
-                r = np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["bf16"]), np.where(x < 0, np.uint16(0), r))
+                r = np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["bf16"]), np.where(np.signbit(x), np.uint16(0), r))
             return r
     elif base in ("min", "max"):
         mm = _min_max_fn(base, parts, np.float32)
@@ -268,10 +282,8 @@ def _float_fn(base, mods, typ):
         return lambda a, b: r((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
     if base in ("min", "max"):
         return _min_max_fn(base, mods, dt)
-    if base == "neg":
-        return lambda a: -np.asarray(a, dt)
-    if base == "abs":
-        return lambda a: np.abs(np.asarray(a, dt))
+    if base in ("neg", "abs"):
+        return _sign_op(base, dt)
     if base == "sqrt":
         return lambda a: r(np.sqrt(np.asarray(a, np.float64)).astype(dt))
     if base == "rcp":
