@@ -1,5 +1,5 @@
-"""A numpy model of the synthetic enc2: the same outputs from the same buffers, stage by stage, for
-every block at once.
+"""A numpy model of every layer of the synthetic engine: the same outputs from the same buffers,
+stage by stage, for every block at once.
 
 Every step rounds where the PTX rounds (`rr.numerics`: f16 operations, e4m3 packs with satfinite,
 the `.approx` f32 functions) and reduces in the PTX's order (the in-lane tree, then the two
@@ -9,7 +9,7 @@ core rounds differently from the model (DESIGN §7).
 
 Matrices here are in channel order; `gemm` puts each 32-wide k slice into fragment order
 (`layout.SIGMA`) before it calls the `mma` model, so a model that is not order-invariant sees the
-k order the hardware sees.
+k order the hardware sees. Every function takes the layer's `LayerLayout` (enc2's by default).
 """
 
 from __future__ import annotations
@@ -20,19 +20,27 @@ import numpy as np
 
 from rr import numerics as nx
 from rr.synth import layout as L
-from rr.synth.enc2 import GATHER_TAPS
+from rr.synth.layout import GATHER_TAPS, LayerLayout, layer_layout
 
 
 @dataclass
-class Enc2Inputs:
-    weights: np.ndarray  # uint8 [WEIGHT_BYTES]
-    image: np.ndarray  # uint8 (ey, ex, 96), fragment order per 32 channels
-    texture: np.ndarray  # float16 (ey, ex, 4)
+class LayerInputs:
+    weights: np.ndarray  # uint8 [weight_bytes]
+    image: np.ndarray  # uint8 e4m3, fragment order: (ey, ex, C) token-major (enc2) or (C/32, ey, ex, 32)
+    texture: np.ndarray  # float16 (ey, ex, 4); dec0: the noisy frame (H, W, 4)
     origins: tuple = (0, 0)
+    layer: str = "enc2"
+    skip: np.ndarray | None = None  # decoders but dec5: the encoder's arena (C/32, ey, ex, 32)
+    coarse: np.ndarray | None = None  # dec0: the coarse texture (ey, ex, 4)
+    out_extents: tuple | None = None  # decoders: the level below's (oex, oey); dec0: the frame (W, H)
 
     @property
     def extents(self) -> tuple[int, int]:
-        return self.image.shape[1], self.image.shape[0]
+        s = self.image.shape
+        return (s[1], s[0]) if self.image.ndim == 3 else (s[2], s[1])
+
+
+Enc2Inputs = LayerInputs
 
 
 # -- the weight image ---------------------------------------------------------------------------
@@ -42,16 +50,16 @@ def f16_vector(weights: np.ndarray, offset: int, n: int) -> np.ndarray:
     return weights[offset:offset + 2 * n].view(np.float16).copy()
 
 
-def b_operand(weights: np.ndarray, phase: int, slab: int = 0) -> np.ndarray:
+def b_operand(weights: np.ndarray, phase: int, slab: int = 0, lay: LayerLayout = L.ENC2) -> np.ndarray:
     """Phase `phase`'s B as a (32k, 8n) e4m3 byte matrix, k in fragment order: lane (g, t) of tile
     (s, j) holds b0, b1 of n-tile 2j (column g, k 4t…4t+3 and 16+4t…) then those of n-tile 2j+1."""
-    lay = L.PHASES[phase]
-    out = np.zeros((32 * lay.k, 8 * lay.n), dtype=np.uint8)
+    ph = lay.phases[phase]
+    out = np.zeros((32 * ph.k, 8 * ph.n), dtype=np.uint8)
     lanes = np.arange(32)
     g, t = lanes >> 2, lanes & 3
-    for s in range(lay.k):
-        for j in range(max(lay.n // 2, 1)):
-            base = lay.b_offset + slab + 512 * lay.b_tile(s, j) + 16 * lanes
+    for s in range(ph.k):
+        for j in range(max(ph.n // 2, 1)):
+            base = ph.b_offset + slab + 512 * ph.b_tile(s, j) + 16 * lanes
             for w in range(4):
                 col = 8 * (2 * j + (w >> 1)) + g
                 for i in range(4):
@@ -59,14 +67,14 @@ def b_operand(weights: np.ndarray, phase: int, slab: int = 0) -> np.ndarray:
     return out
 
 
-def score_bias(weights: np.ndarray, head: int) -> np.ndarray:
-    """Phase 7's C for one head, (64, 96) f16: tile (m, n) at 512·(4(n>>1)+m), words 2(n&1)+j."""
+def score_bias(weights: np.ndarray, head: int, lay: LayerLayout = L.ENC2) -> np.ndarray:
+    """The score's C for one head, (64, 96) f16: tile (m, n) at 512·(4(n>>1)+m), words 2(n&1)+j."""
     out = np.zeros((64, 96), dtype=np.float16)
     lanes = np.arange(32)
     g, t = lanes >> 2, lanes & 3
     for m in range(4):
         for n in range(12):
-            base = L.SLAB_QKV * head + L.SCORE_BIAS + 512 * (4 * (n >> 1) + m) + 16 * lanes
+            base = lay.slab_qkv * head + lay.score_bias + 512 * (4 * (n >> 1) + m) + 16 * lanes
             for jw in range(2):
                 for e in range(2):
                     at = base + 4 * (2 * (n & 1) + jw) + 2 * e
@@ -104,13 +112,33 @@ def gemm(a: np.ndarray, b_frag: np.ndarray, c: np.ndarray, mma: nx.MmaModel) -> 
     return d
 
 
+# -- stored images -------------------------------------------------------------------------------
+
+def stored_planes(q: np.ndarray) -> np.ndarray:
+    """(…, 32·P) channel-order bytes → (…, P, 32) as the arena and the merge output store them."""
+    return to_fragment_order(q).reshape(q.shape[:-1] + (q.shape[-1] // 32, 32))
+
+
+def image_channels(image: np.ndarray) -> np.ndarray:
+    """A stored e4m3 image, token-major (ey, ex, C) or in planes (C/32, ey, ex, 32), as
+    (ey, ex, C) bytes in channel order."""
+    if image.ndim == 4:
+        image = np.moveaxis(image, 0, -2).reshape(image.shape[1:3] + (32 * image.shape[0],))
+    return from_fragment_order(image)
+
+
+def planes_of(tokens: np.ndarray) -> np.ndarray:
+    """(ey, ex, C) bytes in channel order → the (C/32, ey, ex, 32) stored planes."""
+    return np.moveaxis(stored_planes(tokens), -2, 0)
+
+
 # -- epilogue arithmetic ---------------------------------------------------------------------------
 
 def row_sum(x: np.ndarray) -> np.ndarray:
-    """Σ over the last axis (96 columns) in the kernel's order: column 8j+2t+e sits in lane t,
+    """Σ over the last axis (C columns) in the kernel's order: column 8j+2t+e sits in lane t,
     half e, register j; in-lane tree over j, butterfly over t (bits 0 then 1), then the halves."""
-    v = x.reshape(x.shape[:-1] + (12, 4, 2))
-    v = nx.pairwise([v[..., j, :, :] for j in range(12)], nx.add)  # (…, 4 lanes, 2 halves)
+    v = x.reshape(x.shape[:-1] + (x.shape[-1] // 8, 4, 2))
+    v = nx.pairwise([v[..., j, :, :] for j in range(v.shape[-3])], nx.add)  # (…, 4 lanes, 2 halves)
     w = nx.add(v[..., 0, :], v[..., 1, :])  # lane 0 after the delta-1 step
     w = nx.add(w, nx.add(v[..., 2, :], v[..., 3, :]))  # … and after delta 2
     return nx.add(w[..., 0], w[..., 1])
@@ -148,6 +176,13 @@ def clamped_cubic(x: np.ndarray) -> np.ndarray:
     return nx.mul(x, g)
 
 
+def sigmoid(v: np.ndarray) -> np.ndarray:
+    """1/(1 + 2^(−log2e·v)) through ex2.approx and div.approx, rounded to f16."""
+    f32 = np.float32
+    den = nx.add_ftz(nx.ex2_approx(nx.mul_ftz(v.astype(f32), f32(-1.4426950216293335))), f32(1))
+    return nx.f16(nx.div_approx(f32(1), den))
+
+
 # -- the layer ------------------------------------------------------------------------------------
 
 def _slots(x0: np.ndarray, y0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,8 +193,12 @@ def _slots(x0: np.ndarray, y0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x0[..., None] + dx, y0[..., None] + dy
 
 
-def forward(inp: Enc2Inputs, mma: nx.MmaModel = nx.mma_exact) -> dict[str, np.ndarray]:
-    """Run the layer; returns the final contents of arena, half_out and the three surfaces."""
+def forward(inp: LayerInputs, mma: nx.MmaModel = nx.mma_exact) -> dict[str, np.ndarray]:
+    """Run the layer; returns the final contents of every buffer it writes, by the parameter
+    block's names: arena, half_out (encoders) or expanded (decoders), surface0–2 (dec0: frame)."""
+    lay = layer_layout(inp.layer)
+    spec = lay.spec
+    C, S = spec.channels, spec.slices
     W = inp.weights
     ex, ey = inp.extents
     ox, oy = inp.origins
@@ -169,77 +208,111 @@ def forward(inp: Enc2Inputs, mma: nx.MmaModel = nx.mma_exact) -> dict[str, np.nd
     by, bx = np.meshgrid(np.arange(gy), np.arange(gx), indexing="ij")
     x0, y0 = 8 * bx - ox, 8 * by - oy  # (gy, gx)
 
-    # prologue: 128 slots per block, quantised input, RMS norm, e4m3
+    # prologue: 128 slots per block, quantised input (+ skip), RMS norm, e4m3
     sx, sy = _slots(x0, y0)
     inside = (sx >= 0) & (sx < ex) & (sy >= 0) & (sy < ey)
-    chan = from_fragment_order(inp.image)  # (ey, ex, 96) bytes in channel order
-    x = np.where(inside[..., None], nx.from_e4m3(chan[np.clip(sy, 0, ey - 1), np.clip(sx, 0, ex - 1)]),
-                 np.float16(0))
-    xq = nx.to_e4m3(rms_norm(x, f16_vector(W, L.PROLOGUE_GAIN, 96)))
+
+    def slots_of(image):
+        chan = image_channels(image)  # (ey, ex, C) bytes in channel order
+        return np.where(inside[..., None], nx.from_e4m3(chan[np.clip(sy, 0, ey - 1), np.clip(sx, 0, ex - 1)]),
+                        np.float16(0))
+    x = slots_of(inp.image)
+    if spec.skip:
+        x = nx.add(x, slots_of(inp.skip))
+    xq = nx.to_e4m3(rms_norm(x, f16_vector(W, lay.prologue_gain, C)))
 
     heads = []
     for z in range(L.HEADS):
-        slab = L.SLAB_QKV * z
+        slab = lay.slab_qkv * z
         rows = np.concatenate([xq[..., :64, :], xq[..., 64 + 32 * (z & 1):96 + 32 * (z & 1), :]], axis=-2)
         zero = np.float16(0)
         kp = vp = zero
-        for s in range(3):  # phases 1,3,5 (K) and 2,4,6 (V), one k32 slice each
+        for s in range(S):  # K and V, one k32 slice a phase
             sl = rows[..., 32 * s:32 * s + 32]
-            kp = gemm(sl, b_operand(W, 1 + 2 * s, slab), kp, mma)
-            vp = gemm(sl, b_operand(W, 2 + 2 * s, slab), vp, mma)
+            kp = gemm(sl, b_operand(W, lay.kv[2 * s], slab, lay), kp, mma)
+            vp = gemm(sl, b_operand(W, lay.kv[2 * s + 1], slab, lay), vp, mma)
         kq = nx.to_e4m3(kp)  # (…, 96, 32)
-        score = gemm(kq[..., :64, :], to_fragment_order(kq, -1).swapaxes(-1, -2), score_bias(W, z), mma)
+        score = gemm(kq[..., :64, :], to_fragment_order(kq, -1).swapaxes(-1, -2), score_bias(W, z, lay), mma)
         p = nx.to_e4m3(softmax_no_max(score))
         vq = to_fragment_order(nx.to_e4m3(vp), -2)
         heads.append(gemm(p, vq, zero, mma))  # (…, 64, 32)
 
     # output projection with the input skip, RMS norm, the MLP band with its residual chain
-    y = nx.add(f16_vector(W, L.SKIP_TABLE, 96), x[..., :64, :])
-    for h in range(4):
-        y = gemm(nx.to_e4m3(heads[h]), b_operand(W, 9 + h), y, mma)
-    nq = nx.to_e4m3(rms_norm(y, f16_vector(W, L.BAND_GAIN, 96)))
-    r = nx.add(f16_vector(W, L.RESIDUAL_TABLE, 96), y)
-    for i in range(12):
-        odd, even = L.PHASES[13 + 2 * i], L.PHASES[14 + 2 * i]
-        d = gemm(nq, b_operand(W, odd.phase), f16_vector(W, odd.bias_offset, 32), mma)
-        r = gemm(nx.to_e4m3(clamped_cubic(d)), b_operand(W, even.phase), r, mma)
-    rq = nx.to_e4m3(r)  # (gy, gx, 64, 96)
+    y = nx.add(f16_vector(W, lay.skip_table, C), x[..., :64, :])
+    for h in range(L.HEADS):
+        y = gemm(nx.to_e4m3(heads[h]), b_operand(W, lay.proj[h], 0, lay), y, mma)
+    nq = nx.to_e4m3(rms_norm(y, f16_vector(W, lay.band_gain, C)))
+    r = nx.add(f16_vector(W, lay.residual_table, C), y)
+    for odd, even in lay.band:
+        d = gemm(nq, b_operand(W, odd, 0, lay), f16_vector(W, lay.phases[odd].bias_offset, 32), mma)
+        r = gemm(nx.to_e4m3(clamped_cubic(d)), b_operand(W, even, 0, lay), r, mma)
+    rq = nx.to_e4m3(r)  # (gy, gx, 64, C)
 
     out = {}
     win_x, win_y = sx[..., :64], sy[..., :64]
     win_in = inside[..., :64]
-    arena = np.zeros((3, ey, ex, 32), dtype=np.uint8)
+    arena = np.zeros((S, ey, ex, 32), dtype=np.uint8)
     planes = stored_planes(rq)
-    for P in range(3):
+    for P in range(S):
         arena[P, win_y[win_in], win_x[win_in]] = planes[..., P, :][win_in]
     out["arena"] = arena
+    if spec.kind == "enc":
+        out["half_out"] = _merge(lay, W, rq, x0, y0, ex, ey, mma)
+    elif not spec.final:
+        out["expanded"] = _expand(lay, W, rq, win_x, win_y, inp, mma)
 
-    # phase 37: 2×2 patch merge (K = 384) per warp slab, then phase 38 and E38
-    r_ = np.arange(16)
-    merged = np.concatenate([rq[..., (2 * (r_ >> 2) + dy) * 8 + 2 * (r_ & 3) + dx, :]
-                             for dy in (0, 1) for dx in (0, 1)], axis=-1)  # (…, 16, 384)
-    hx, hy = ex >> 1, ey >> 1
-    half = np.zeros((4, hy, hx, 32), dtype=np.uint8)
-    mx_, my_ = (x0 >> 1)[..., None] + (r_ & 3), (y0 >> 1)[..., None] + (r_ >> 2)
-    m_in = (mx_ >= 0) & (mx_ < hx) & (my_ >= 0) & (my_ < hy)
-    bias37 = f16_vector(W, L.PHASES[37].bias_offset, 32)
-    for z in range(L.HEADS):
-        d37 = gemm(merged, b_operand(W, 37, L.SLAB_MERGE * z), bias37, mma)
-        half[z, my_[m_in], mx_[m_in]] = stored_planes(nx.to_e4m3(d37))[..., 0, :][m_in]
-    out["half_out"] = half
-
-    d38 = gemm(rq, b_operand(W, 38), f16_vector(W, L.PHASES[38].bias_offset, 16), mma)  # (…, 64, 16)
-    out.update(_final_epilogue(d38, inp.texture, win_x, win_y, ex, ey))
+    head = lay.phases[lay.head]
+    d38 = gemm(rq, b_operand(W, lay.head, 0, lay), f16_vector(W, head.bias_offset, 16), mma)  # (…, 64, 16)
+    out.update(_final_epilogue(lay, d38, inp, win_x, win_y, ex, ey))
     return out
 
 
-def stored_planes(q: np.ndarray) -> np.ndarray:
-    """(…, 32·P) channel-order bytes → (…, P, 32) as the arena and half_out store them."""
-    return to_fragment_order(q).reshape(q.shape[:-1] + (q.shape[-1] // 32, 32))
+def _merge(lay: LayerLayout, W, rq, x0, y0, ex, ey, mma) -> np.ndarray:
+    """The 2×2 patch merge (K = 4C), 32 output channels per slab, at half extents."""
+    spec = lay.spec
+    r_ = np.arange(16)
+    merged = np.concatenate([rq[..., (2 * (r_ >> 2) + dy) * 8 + 2 * (r_ & 3) + dx, :]
+                             for dy in (0, 1) for dx in (0, 1)], axis=-1)  # (…, 16, 4C)
+    hx, hy = ex >> 1, ey >> 1
+    half = np.zeros((lay.merge_planes, hy, hx, 32), dtype=np.uint8)
+    mx_, my_ = (x0 >> 1)[..., None] + (r_ & 3), (y0 >> 1)[..., None] + (r_ >> 2)
+    m_in = (mx_ >= 0) & (mx_ < hx) & (my_ >= 0) & (my_ < hy)
+    ph = lay.phases[lay.merge]
+    bias = f16_vector(W, ph.bias_offset, 32)
+    for p in range(lay.merge_planes):
+        d = gemm(merged, b_operand(W, lay.merge, ph.b_slab * p, lay), bias, mma)
+        half[p, my_[m_in], mx_[m_in]] = stored_planes(nx.to_e4m3(d))[..., 0, :][m_in]
+    if spec.token_output:  # tokens of C' bytes: plane p at bytes 32p…32p+31
+        half = np.moveaxis(half, 0, 2).reshape(hy, hx, spec.next_channels)
+    return half
 
 
-def _final_epilogue(d38, texture, px, py, ex, ey) -> dict[str, np.ndarray]:
-    """E38 per window pixel: real-max softmax of 5 logits, 3×3 gather, sigmoid, surfaces."""
+def _child_bounds(inp: LayerInputs) -> tuple[int, int]:
+    """Where a decoder's 2×2 children are written: the level below, where this level had a parent."""
+    (ex, ey), (oex, oey) = inp.extents, inp.out_extents
+    return min(oex, 2 * ex), min(oey, 2 * ey)
+
+
+def _expand(lay: LayerLayout, W, rq, win_x, win_y, inp: LayerInputs, mma) -> np.ndarray:
+    """The 2×2 expand: child (dx, dy) of every token, 32 of the next layer's channels a plane, in
+    planes at the level below's extents."""
+    oex, oey = inp.out_extents
+    xl, yl = _child_bounds(inp)
+    n_planes = lay.spec.next_channels // 32
+    ph = lay.phases[lay.merge]
+    bias = f16_vector(W, ph.bias_offset, 32)
+    out = np.zeros((n_planes, oey, oex, 32), dtype=np.uint8)
+    for p in range(n_planes):
+        for q in range(4):  # warp q makes child (q & 1, q >> 1): column group 4p + q
+            d = gemm(rq, b_operand(W, lay.merge, ph.b_slab * (4 * p + q), lay), bias, mma)  # (…, 64, 32)
+            cx, cy = 2 * win_x + (q & 1), 2 * win_y + (q >> 1)
+            ok = (cx >= 0) & (cx < xl) & (cy >= 0) & (cy < yl)
+            out[p, cy[ok], cx[ok]] = stored_planes(nx.to_e4m3(d))[..., 0, :][ok]
+    return out
+
+
+def _weights_and_sigma(d38: np.ndarray):
+    """E38(c): the real-max softmax of logits 0, 2, 4, 6, 8 and σ of column 10."""
     f32 = np.float32
     logits = [d38[..., 2 * i] for i in range(5)]
     mx = logits[0]
@@ -250,21 +323,49 @@ def _final_epilogue(d38, texture, px, py, ex, ey) -> dict[str, np.ndarray]:
     for e in exps[1:]:
         total = nx.add_ftz(total, e)
     inv = nx.div_approx(f32(1), total)
-    wts = [nx.f16(nx.mul_ftz(e, inv)) for e in exps]
+    return [nx.f16(nx.mul_ftz(e, inv)) for e in exps], sigmoid(d38[..., 10])
 
-    def coord(v, ext):
-        return {-1: np.where(v < 1, 1, v - 1), 0: v, 1: np.where(v + 1 >= ext, ext - 2, v + 1)}
-    cx, cy = coord(px, ex), coord(py, ey)
+
+def _neighbours(v: np.ndarray, ext: int) -> dict[int, np.ndarray]:
+    return {-1: np.where(v < 1, 1, v - 1), 0: v, 1: np.where(v + 1 >= ext, ext - 2, v + 1)}
+
+
+def _gather(texture: np.ndarray, cx: dict, cy: dict, wts: list) -> np.ndarray:
+    """The nine texels, point-sampled with clamp addressing, weighted by the five weights."""
+    h, w = texture.shape[:2]
     acc = None
-    for w, taps in zip(wts, GATHER_TAPS):
+    for wt, taps in zip(wts, GATHER_TAPS):
         for dx, dy in taps:
-            texel = texture[np.clip(cy[dy], 0, ey - 1), np.clip(cx[dx], 0, ex - 1)]
-            acc = nx.mul(w[..., None], texel) if acc is None else nx.fma(w[..., None], texel, acc)
-    s0 = d38[..., 10]
-    den = nx.add_ftz(nx.ex2_approx(nx.mul_ftz(s0.astype(f32), f32(-1.4426950216293335))), f32(1))
-    sig = nx.f16(nx.div_approx(f32(1), den))
+            texel = texture[np.clip(cy[dy], 0, h - 1), np.clip(cx[dx], 0, w - 1)]
+            acc = nx.mul(wt[..., None], texel) if acc is None else nx.fma(wt[..., None], texel, acc)
+    return acc
+
+
+def _final_epilogue(lay: LayerLayout, d38, inp: LayerInputs, px, py, ex, ey) -> dict[str, np.ndarray]:
+    """E38 per window pixel: real-max softmax of 5 logits, 3×3 gather, sigmoid, surfaces."""
+    spec = lay.spec
+    wts, sig = _weights_and_sigma(d38)
+    inside = (px >= 0) & (px < ex) & (py >= 0) & (py < ey)
+    if spec.final:
+        return {"frame": _frame(inp, wts, sig, px, py, inside)}
+    acc = _gather(inp.texture, _neighbours(px, ex), _neighbours(py, ey), wts)
     prod = nx.mul(sig[..., None], acc[..., :3])
     diff = nx.sub(acc[..., :3], prod)
+    s0_img = np.zeros((ey, ex, 4), dtype=np.float16)
+    s1_img = np.zeros((ey, ex, 4), dtype=np.float16)
+    s0_img[py[inside], px[inside]] = np.concatenate([diff, acc[..., 3:]], -1)[inside]
+    s1_img[py[inside], px[inside]] = np.concatenate([prod, sig[..., None]], -1)[inside]
+    with_zero = np.concatenate([diff, np.zeros_like(diff[..., :1])], -1)
+    if spec.kind == "dec":  # the value on the token's 2×2 children at the level below
+        xl, yl = _child_bounds(inp)
+        oex, oey = inp.out_extents
+        s2_img = np.zeros((oey, oex, 4), dtype=np.float16)
+        for dy in (0, 1):
+            for dx in (0, 1):
+                cx, cy = 2 * px + dx, 2 * py + dy
+                ok = inside & (cx < xl) & (cy < yl)
+                s2_img[cy[ok], cx[ok]] = with_zero[ok]
+        return {"surface0": s0_img, "surface1": s1_img, "surface2": s2_img}
     q = nx.mul(diff, nx.f16(0.25))  # (gy, gx, 64, 3)
     # shfl.down 1 then 8 inside each warp of 32 pixels (a source lane past 31 gives its own value)
     lane = np.arange(64) % 32
@@ -272,14 +373,26 @@ def _final_epilogue(d38, texture, px, py, ex, ey) -> dict[str, np.ndarray]:
     v = nx.add(q, q[..., idx1, :])
     idx8 = np.where(lane + 8 <= 31, np.arange(64) + 8, np.arange(64))
     v = nx.add(v, v[..., idx8, :])
-
-    inside = (px >= 0) & (px < ex) & (py >= 0) & (py < ey)
-    s0_img = np.zeros((ey, ex, 4), dtype=np.float16)
-    s1_img = np.zeros((ey, ex, 4), dtype=np.float16)
-    s0_img[py[inside], px[inside]] = np.concatenate([diff, acc[..., 3:]], -1)[inside]
-    s1_img[py[inside], px[inside]] = np.concatenate([prod, sig[..., None]], -1)[inside]
     hx, hy = ex >> 1, ey >> 1
     even = inside & ((px | py) & 1 == 0) & ((px >> 1) < hx) & ((py >> 1) < hy)
     s2_img = np.zeros((hy, hx, 4), dtype=np.float16)
     s2_img[py[even] >> 1, px[even] >> 1] = np.concatenate([v, np.zeros_like(v[..., :1])], -1)[even]
     return {"surface0": s0_img, "surface1": s1_img, "surface2": s2_img}
+
+
+def _frame(inp: LayerInputs, wts, sig, px, py, inside) -> np.ndarray:
+    """dec0's final frame: each token's kernel on its 4×4 pixels of the noisy frame, blended with
+    the coarse texture: acc − σ·acc + σ·coarse, alpha from the gather."""
+    fw, fh = inp.out_extents
+    ch, cw = inp.coarse.shape[:2]
+    coarse = inp.coarse[np.clip(py, 0, ch - 1), np.clip(px, 0, cw - 1)]
+    frame = np.zeros((fh, fw, 4), dtype=np.float16)
+    for r in range(4):
+        for c in range(4):
+            X, Y = 4 * px + c, 4 * py + r
+            acc = _gather(inp.texture, _neighbours(X, fw), _neighbours(Y, fh), wts)
+            diff = nx.sub(acc[..., :3], nx.mul(sig[..., None], acc[..., :3]))
+            fin = nx.fma(sig[..., None], coarse[..., :3], diff)
+            ok = inside & (X < fw) & (Y < fh)
+            frame[Y[ok], X[ok]] = np.concatenate([fin, acc[..., 3:]], -1)[ok]
+    return frame
