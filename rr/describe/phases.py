@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from rr.ptx.linearise import Statement
 from rr.ptx.model import Imm, Reg, Vec, register_names
-from rr.ptx.operands import parse_instruction
+from rr.ptx.linearise import operands as statement_operands
 
 MMA_PREFIXES = ("mma.", "wmma.mma", "wgmma.mma_async")
 GROUPINGS = ("run", "gemm")
@@ -124,7 +124,7 @@ def _phase(index: int, mmas: list[Statement], first: int, last: int, runs: tuple
     lengths: list[int] = []
     malformed = 0
     for s in mmas:
-        ops = mma_operands(s.opcode, parse_instruction(s.text)[2])
+        ops = mma_operands(s.opcode, statement_operands(s))
         if ops is None:
             malformed += 1
             continue

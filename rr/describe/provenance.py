@@ -47,8 +47,8 @@ from rr.describe.values import (
 )
 from rr.ptx.cfg import body_directives, control_flow
 from rr.ptx.linearise import Statement, linearise
+from rr.ptx.linearise import operands as statement_operands
 from rr.ptx.model import Addr, Imm, Reg, Sym, Vec, register_names
-from rr.ptx.operands import parse_instruction
 from rr.ptx.reaching import UNDEFINED, ReachingDefinitions
 
 _LANE = Value.const(tuple(range(LANES)))
@@ -166,7 +166,8 @@ class Dataflow:
     def operands(self, stmt: int) -> tuple:
         ops = self._ops.get(stmt)
         if ops is None:
-            ops = self._ops[stmt] = parse_instruction(self.statements[stmt - 1].text)[2]
+            # registers named as in defs and uses (a block's re-declared `p` is `p@3`)
+            ops = self._ops[stmt] = statement_operands(self.statements[stmt - 1])
         return ops
 
     def reaching(self, register: str, stmt: int) -> tuple[int, ...]:

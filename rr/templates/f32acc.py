@@ -14,7 +14,7 @@ import re
 
 from rr.ptx.linearise import Statement
 from rr.ptx.model import register_names
-from rr.ptx.operands import parse_instruction
+from rr.ptx.linearise import operands as statement_operands
 from rr.templates import TemplateError
 
 _F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")
@@ -49,7 +49,7 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
         if not s.opcode.startswith("mma."):
             out.append(s.text)  # a grouped phase's operand loads, kept in their place
             continue
-        _, opcode, ops = parse_instruction(s.text)
+        opcode, ops = s.opcode, statement_operands(s)
         m = _F16_ACCUMULATE.search(opcode)
         if m is None and _F32_ACCUMULATE.search(opcode):
             out.append(s.text)  # accumulates in f32 already: f32 accumulation is the phase itself
