@@ -230,6 +230,99 @@ def round_to_odd_sum(p, c) -> np.ndarray:
     return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def zero_sign(r, x, y, mode: str, exact):
+    """An exact zero sum x + y is +0 but under round-toward-minus -0 (IEEE 754), unless both
+    terms are +0. `r` is the rounded sum, `exact` zero exactly where the sum is."""
+    if mode != "rm":
+        return r
+    both_plus = (x == 0) & ~np.signbit(x) & (y == 0) & ~np.signbit(y)
+    return np.where((exact == 0) & ~both_plus, np.copysign(np.zeros((), r.dtype), -1.0), r)
+
+
+def _directed(s, err, mode: str, a, b):
+    """A round-to-nearest f64 sum `s` of a and b with its exact error `err` rounded as `mode` says
+    instead (and an overflow to infinity pulled back to the largest finite value where the mode
+    says so)."""
+    if mode == "rn":
+        return s
+    up = {"rp": err > 0, "rm": np.zeros_like(err, bool), "rz": (err != 0) & (s < 0) & (err > 0)}[mode]
+    down = {"rp": np.zeros_like(err, bool), "rm": err < 0, "rz": (err != 0) & (s > 0) & (err < 0)}[mode]
+    r = np.where(up, np.nextafter(s, np.inf), np.where(down, np.nextafter(s, -np.inf), s))
+    big = np.finfo(np.float64).max
+    over = np.isinf(s) & np.isfinite(a) & np.isfinite(b)
+    keep_inf = {"rz": np.zeros_like(s, bool), "rm": s < 0, "rp": s > 0}[mode]
+    return zero_sign(np.where(over & ~keep_inf, np.copysign(big, s), r), a, b, mode, np.where(err == 0, s, 1.0))
+
+
+def sum_f64(a, b, mode: str = "rn") -> np.ndarray:
+    """a + b of f64 rounded once as `mode` says (TwoSum's exact error decides)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    s, err = _two_sum(a, b)
+    return _directed(s, np.where(np.isfinite(s), err, 0.0), mode, a, b)
+
+
+def fma_f64(a, b, c, mode: str = "rn") -> np.ndarray:
+    """f64 `fma` rounded once (Boldo and Melquiond's emulation through rounding to odd: the exact
+    product as two f64 by Dekker's split, the sum of three terms rounded to odd, then rounded as
+    asked). Operands whose product or split could overflow or lose bits below the normals, and
+    non-finite ones, are computed exactly one by one."""
+    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
+    a, b, c = np.broadcast_arrays(a, b, c)
+    with np.errstate(all="ignore"):
+        p = a * b
+        zero = (a == 0) | (b == 0)
+        safe = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (np.abs(a) < 2.0 ** 995) & (np.abs(b) < 2.0 ** 995) \
+            & (np.abs(p) < 2.0 ** 1000) & (np.abs(c) < 2.0 ** 1000) & (zero | (np.abs(p) > 2.0 ** -960)) \
+            & ((c == 0) | (np.abs(c) > 2.0 ** -960))
+        split = 134217729.0  # 2^27 + 1
+        ta, tb = split * a, split * b
+        ah, bh = ta - (ta - a), tb - (tb - b)
+        al, bl = a - ah, b - bh
+        pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # p + pe == a * b exactly
+        th, tl = _two_sum(c, p)
+        v = round_to_odd_sum(tl, pe)
+        s, err = _two_sum(th, v)
+        err = np.where(np.isfinite(s), err, 0.0)
+        r = zero_sign(_directed(s, err, mode, th, v), p, c, mode, np.where(err == 0, s, 1.0))  # a*b + c == 0: by p, c
+        r = np.where(zero, zero_sign(p + c, p, c, mode, p + c), r)  # an exact zero product: the sum's signed zeros
+        safe &= zero | (r == 0) | (np.abs(r) > 2.0 ** -960)  # no result near the subnormals
+    if safe.all():
+        return r
+    out = r.copy()
+    for i in np.flatnonzero(~safe):
+        out.flat[i] = _fma_exact_scalar(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]), mode)
+    return out
+
+
+def _fma_exact_scalar(a: float, b: float, c: float, mode: str) -> float:
+    """One fma from exact rationals (the rare operands the vector path cannot take)."""
+    import math
+    from fractions import Fraction
+
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        with np.errstate(all="ignore"):
+            return float(np.float64(a) * np.float64(b) + np.float64(c))
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:  # the signed zero of the sum, by the mode
+        p = np.float64(a) * np.float64(b)
+        return float(zero_sign(np.asarray(p + np.float64(c)), p, np.float64(c), mode, 0.0))
+    big = float(np.finfo(np.float64).max)
+    if abs(exact) > Fraction(big):  # past the largest finite value: infinity, or that value, by the mode
+        to_inf = {"rn": abs(exact) >= Fraction(big) + Fraction(2) ** 970, "rz": False,
+                  "rm": exact < 0, "rp": exact > 0}[mode]
+        return math.copysign(math.inf if to_inf else big, -1.0 if exact < 0 else 1.0)
+    nearest = float(exact)  # correctly rounded to nearest, subnormals included
+    err = exact - Fraction(nearest)
+    return float(_directed(np.float64(nearest), np.float64(1.0 if err > 0 else -1.0 if err < 0 else 0.0), mode,
+                           np.float64(a), np.float64(c)))
+
+
 def float_to_integer(x, bits: int, signed: bool, mode: str, nan: int = 0) -> np.ndarray:
     """`cvt.<irnd>.<int>.<float>`: round to an integer as asked, clamp to the destination's
     range; a NaN gives `nan` (the ISA says 0). x is exact f64; the result has the destination's

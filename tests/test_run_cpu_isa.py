@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import struct
 import subprocess
 import sys
@@ -58,6 +59,13 @@ def assert_columns(got: np.ndarray, want: np.ndarray, names: list, inputs: np.nd
             i = bad[0]
             pytest.fail(f"{name}: {bad.size} of {len(got)} rows differ; row {i} inputs "
                         f"{[hex(int(x)) for x in inputs[i]]}: got {int(got[i, j]):#x}, want {int(want[i, j]):#x}")
+
+
+def split_undefined(expected: list) -> tuple:
+    """Expected rows holding None where the ISA defines nothing but NaN-ness (or nothing at all):
+    (where those are, the values with zeros there)."""
+    loose = np.array([[w is None for w in e] for e in expected])
+    return loose, np.array([[0 if w is None else w for w in e] for e in expected], np.uint64)
 
 
 # -- inputs -------------------------------------------------------------------------------------
@@ -344,9 +352,8 @@ def test_integer_and_bit_instructions_follow_the_isa(tmp_path, nvcc_ptx, entry):
     rows = int_rows(1024, seed=len(entry))
     out = run(tmp_path, nvcc_ptx("int_ops", "-O3"), entry,
               {"in": rows.reshape(-1), "out": np.zeros(len(rows) * width, np.uint32)}, grid=(8, 1, 1), block=(128, 1, 1))
-    expected = [expect([int(x) for x in r]) for r in rows]
-    undefined = np.array([[w is None for w in e] for e in expected])
-    want = np.array([[0 if w is None else w for w in e] for e in expected], np.uint64).astype(np.uint32)
+    undefined, want = split_undefined([expect([int(x) for x in r]) for r in rows])
+    want = want.astype(np.uint32)
     names = [f"{entry}[{j}]" for j in range(width)]
     assert_columns(np.where(undefined, 0, out["out"].reshape(len(rows), width)), want, names, rows)
 
@@ -568,21 +575,130 @@ def expect_float_ops(r):
 FLOAT_OPS = 47  # columns of float_ops
 
 
+def run_float_kernel(tmp_path, nvcc_ptx, entry: str, width: int, seed: int, expect) -> tuple:
+    """float_ops.cu's kernel `entry` on 640 rows of float_rows: (rows, results, where the ISA
+    leaves all but NaN-ness open, the expected values elsewhere)."""
+    rows = float_rows(640, seed=seed)
+    out = run(tmp_path, nvcc_ptx("float_ops", "-O3"), entry,
+              {"in": rows.reshape(-1), "out": np.zeros(len(rows) * width, np.uint32)}, grid=(5, 1, 1), block=(128, 1, 1))
+    loose, want = split_undefined([expect([int(x) for x in r], t) for t, r in enumerate(rows)])
+    return rows, out["out"].reshape(len(rows), width), loose, want.astype(np.uint32)
+
+
 def test_float_edge_cases_follow_the_isa(tmp_path, nvcc_ptx):
-    rows = float_rows(640, seed=4)
-    out = run(tmp_path, nvcc_ptx("float_ops", "-O3"), "float_ops",
-              {"in": rows.reshape(-1), "out": np.zeros(len(rows) * FLOAT_OPS, np.uint32)}, grid=(5, 1, 1),
-              block=(128, 1, 1))
-    got = out["out"].reshape(len(rows), FLOAT_OPS)
-    expected = [expect_float_ops([int(x) for x in r]) for r in rows]
-    loose = np.array([[w is None for w in e] for e in expected])
-    want = np.array([[0 if w is None else w for w in e] for e in expected], np.uint64).astype(np.uint32)
+    rows, got, loose, want = run_float_kernel(tmp_path, nvcc_ptx, "float_ops", FLOAT_OPS, 4,
+                                              lambda r, t: expect_float_ops(r))
+
     def f16_nan(v):
         return ((v & 0x7C00) == 0x7C00) & ((v & 0x3FF) != 0)
     for j, is_a_nan in ((39, lambda v: np.isnan(v.view(np.float32))), (40, lambda v: np.isnan(v.view(np.float32))),
                         (41, f16_nan), (42, lambda v: f16_nan(v) | f16_nan(v >> 16))):
         assert is_a_nan(got[loose[:, j], j]).all(), f"float_ops[{j}] of a NaN is not a NaN"
     assert_columns(np.where(loose, 0, got), want, [f"float_ops[{j}]" for j in range(FLOAT_OPS)], rows)
+
+
+def exact_arith(op: str, operands: list, fmt: str, mode: str = "rn", ftz: bool = False, sat: bool = False):
+    """One IEEE operation (add sub mul fma div sqrt rcp) on the bits of its operands, rounded once
+    as `mode` says: the result's bits, or None for a NaN (only NaN-ness is the ISA's). .ftz flushes
+    f32 subnormal inputs and results; .sat clamps to [0, 1] (-0 and NaN to +0)."""
+    width = FORMATS[fmt][0]
+    tiny = Fraction(2) ** -126
+    if ftz:  # subnormal inputs become zeros of their sign
+        operands = [x & (1 << (width - 1)) if (x & ((1 << (width - 1)) - 1)) < (1 << FORMATS[fmt][2]) else x
+                    for x in operands]
+    xs = [decode_float(x, fmt) for x in operands]
+    if ("nan",) in xs:
+        return 0 if sat else None
+    signed_values = [None if v == "inf" else (-v if sg else v) for sg, v in xs]
+    if any(v == "inf" for _, v in xs) or (op in ("div", "rcp") and xs[-1][1] == 0) or (op == "sqrt" and xs[0][0]
+                                                                                        and xs[0][1] != 0):
+        dt = np.float32 if fmt == "f32" else np.float64
+        f = [np.array(x, np.uint32 if fmt == "f32" else np.uint64).view(dt) for x in operands]
+        with np.errstate(all="ignore"):
+            r = {"add": lambda: f[0] + f[1], "sub": lambda: f[0] - f[1], "mul": lambda: f[0] * f[1],
+                 "fma": lambda: np.float64(f[0]) * np.float64(f[1]) + np.float64(f[2]), "div": lambda: f[0] / f[1],
+                 "sqrt": lambda: np.sqrt(f[0]), "rcp": lambda: dt(1) / f[0]}[op]()
+        r = np.asarray(r).astype(dt)
+        if np.isnan(r):
+            return 0 if sat else None
+        bits = int(r.view(np.uint32 if fmt == "f32" else np.uint64))
+        return (0 if bits >> (width - 1) else encode_float(0, Fraction(1), fmt) if np.isinf(r) else bits) if sat else bits
+    a = signed_values
+    if op in ("add", "sub", "fma"):
+        terms = [a[0], -a[1] if op == "sub" else a[1]] if op != "fma" else [a[0] * a[1], a[2]]
+        signs = [xs[0][0], xs[1][0] ^ (op == "sub")] if op != "fma" else [xs[0][0] ^ xs[1][0], xs[2][0]]
+        exact = terms[0] + terms[1]
+        if exact == 0:  # an exact zero: -0 if both terms are, or under round toward -inf unless both are +0
+            zero_sign = int(all(signs)) if mode != "rm" else int(any(signs) or any(t != 0 for t in terms))
+            sign, val = zero_sign, Fraction(0)
+        else:
+            sign, val = int(exact < 0), abs(exact)
+    elif op == "mul":
+        sign, val = xs[0][0] ^ xs[1][0], xs[0][1] * xs[1][1]
+    elif op == "div":
+        sign, val = xs[0][0] ^ xs[1][0], xs[0][1] / xs[1][1]
+    elif op == "rcp":
+        sign, val = xs[0][0], 1 / xs[0][1]
+    else:  # sqrt: correctly rounded in f64 (f32 operands: innocuous double rounding, 53 >= 2 * 24 + 2)
+        r = math.sqrt(float(xs[0][1]))
+        if fmt == "f64":
+            return f64_bits(math.copysign(r, -1.0 if xs[0][0] else 1.0))
+        sign, val = xs[0][0], Fraction(r)
+    sign, val = round_to(sign, val, fmt, mode)
+    if ftz and val != "inf" and 0 < val < tiny:
+        val = Fraction(0)
+    if sat:
+        if sign:
+            return 0
+        val = Fraction(1) if val == "inf" or val > 1 else val
+    return encode_float(sign, val, fmt)
+
+
+def f64_bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def twice_rounded(A: int, B: int, C: int):
+    p = exact_arith("mul", [A, B], "f64")
+    return None if p is None else exact_arith("add", [p, C], "f64")
+
+
+def expect_float_arith(r, t: int) -> list:
+    a, b = r[0], r[1]
+    A, B = r[2] | r[3] << 32, r[4] | r[5] << 32
+    modes = ("rn", "rz", "rm", "rp")
+    if t & 1:  # the fmas' addend: the product's negation (rounded to nearest), or the operands' XOR
+        p = exact_arith("mul", [a, b], "f32")
+        c = (p ^ 0x80000000) if p is not None else 0x7FFFFFFF
+        q = exact_arith("mul", [A, B], "f64")
+        C = (q ^ (1 << 63)) if q is not None else 0x7FFFFFFFFFFFFFFF
+    else:
+        c, C = a ^ b, A ^ B
+    f32 = [exact_arith(op, [a, b], "f32", m) for op in ("add", "sub", "mul") for m in modes]
+    f32 += [exact_arith("fma", [a, b, c], "f32", m) for m in modes]
+    f64 = [exact_arith("add", [A, B], "f64", m) for m in modes] + [exact_arith("sub", [A, B], "f64", "rm"),
+                                                                    exact_arith("mul", [A, B], "f64")]
+    f64 += [exact_arith("fma", [A, B, C], "f64", m) for m in modes]
+    def wide(*values):  # f64 results as (low, high) words
+        return [w for v in values for w in (split64(v) if v is not None else (None, None))]
+    return f32 + wide(*f64) + [exact_arith(op, [a, b][:n], "f32") for op, n in (("div", 2), ("sqrt", 1), ("rcp", 1))] \
+        + wide(*[exact_arith(op, [A, B][:n], "f64") for op, n in (("div", 2), ("sqrt", 1), ("rcp", 1))]) \
+        + [exact_arith("mul", [a, b], "f32", sat=True), exact_arith("add", [a, b], "f32", sat=True),
+           exact_arith("fma", [a, b, c], "f32", sat=True), exact_arith("add", [a, b], "f32", ftz=True),
+           exact_arith("mul", [a, b], "f32", "rz", ftz=True), exact_arith("fma", [a, b, c], "f32", ftz=True),
+           exact_arith("fma", [a, b, c], "f32")] \
+        + wide(twice_rounded(A, B, C), exact_arith("fma", [A, B, C], "f64")) \
+        + [exact_arith("fma", [a, b, c], "f32")] + wide(exact_arith("add", [A, B], "f64"), exact_arith("mul", [A, B], "f64")) \
+        + [exact_arith("sub", [a, b], "f32"), exact_arith("add", [a, a ^ 0x80000000], "f32", "rm"),
+           exact_arith("div", [a, c], "f32")]
+
+
+FLOAT_ARITH = 64  # columns of float_arith
+
+
+def test_float_arithmetic_rounds_once_as_each_mode_says(tmp_path, nvcc_ptx):
+    rows, got, loose, want = run_float_kernel(tmp_path, nvcc_ptx, "float_arith", FLOAT_ARITH, 5, expect_float_arith)
+    assert_columns(np.where(loose, 0, got), want, [f"float_arith[{j}]" for j in range(FLOAT_ARITH)], rows)
 
 
 # -- warps ----------------------------------------------------------------------------------------
@@ -800,8 +916,8 @@ def test_constant_tables_read_only_loads_and_half_joins(tmp_path, nvcc_ptx):
     halves = rng.integers(0, 1 << 16, 64).astype(np.uint16)
     plain = rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
     out = run(tmp_path, nvcc_ptx("const_mem", "-O3"), "const_mem",
-              {"idx": idx, "halves": halves, "plain": plain, "out": np.zeros(32 * 12, np.uint32)})
-    got = out["out"].reshape(32, 12)
+              {"idx": idx, "halves": halves, "plain": plain, "out": np.zeros(32 * 13, np.uint32)})
+    got = out["out"].reshape(32, 13)
     scale = np.array([0.5, 1, 1.5, 2, -1, 1e-3, 3.25, 1e30], np.float32)
     mix = [0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35, 0x27D4EB2F]
     pairs, wide, bias = [1, 2, 3, 0xFFFE, 0x8000, 7], [0x0123456789ABCDEF, 0xFEDCBA9876543210], [10, 20, 30, 40]
@@ -812,7 +928,8 @@ def test_constant_tables_read_only_loads_and_half_joins(tmp_path, nvcc_ptx):
         want = [f32_bits(float(scale[i & 7] * np.float32(t))), mix[i & 3] ^ mix[(i >> 2) & 3], pairs[i % 6],
                 (wide[i & 1] >> (i & 31)) & M32, hy << 16 | hx, hx * hy, ((w >> 16) - (w & 0xFFFF)) & M32,
                 lo ^ hi, ((lo << 32 | hi) >> 8) & M32, bias[i & 3] + int(plain[(t + 1) & 31]),
-                (mix if i & 8 else bias)[i & 3], int(halves[2 * ((t + 3) & 31) + 1])]
+                (mix if i & 8 else bias)[i & 3], int(halves[2 * ((t + 3) & 31) + 1]),
+                int(halves[2 * (t ^ 1)]) << 16 | int(halves[2 * (t ^ 1) + 1])]
         assert [int(x) for x in got[t]] == want, t
 
 
@@ -855,6 +972,26 @@ def test_ordinary_kernels_decode_and_compute_their_results(tmp_path, nvcc_ptx, n
     out = run(tmp_path, ptx, name, buffers, grid=grid, block=block, scalars=scalars)
     for key, want in expected.items():
         assert np.array_equal(out[key], want), key
+
+
+@pytest.mark.parametrize("statement, named", [
+    ("tanh.approx.f32 %f1, %f1;", "tanh.approx.f32"),
+    ("mov.u64 %rd9, %clock64;", "special register %clock64"),
+    ("div.rz.f32 %f1, %f1, %f1;", "div.rz.f32"),
+    ("vabsdiff4.u32.u32.u32.add %r9, %r9.b3210, %r9, %r9;", "vabsdiff4"),
+    ("atom.global.v2.f32.add {%f1, %f1}, [%rd9], {%f1, %f1};", "atom.global.v2.f32.add"),
+])
+def test_what_the_interpreter_does_not_do_is_named_at_decode(statement, named):
+    """An instruction outside the interpreter's set stops decoding with its statement, line and
+    opcode, before anything runs."""
+    text = (".version 8.7\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+            " .reg .f32 %f<3>; .reg .b32 %r<10>; .reg .b64 %rd<10>;\n"
+            " ld.param.u64 %rd9, [p];\n mov.f32 %f1, 0f3F800000;\n mov.u32 %r9, 1;\n"
+            f" {statement}\n ret;\n}}\n")
+    from rr.run.cpu import CpuUnsupported
+
+    with pytest.raises(CpuUnsupported, match=rf"k s4 \(line 10\): .*{re.escape(named)}"):
+        prepare(text, "k")
 
 
 def test_every_test_kernel_decodes(nvcc_ptx):
@@ -1165,10 +1302,8 @@ def test_cvt_rounds_saturates_and_extends_as_the_isa_says(tmp_path, nvcc_ptx, en
     buffers, want, formats = cvt_case(entry)
     n, width = len(want), CVT_KERNELS[entry]
     out = run(tmp_path, nvcc_ptx("conversions", "-O3"), entry, buffers, grid=(n // 128, 1, 1), block=(128, 1, 1))
-    got = out["out"].reshape(n, width).astype(object)
-    loose = np.array([[w is None for w in r] for r in want])
-    want = np.array([[0 if w is None else w for w in r] for r in want], dtype=object)
-    got = np.where(loose, 0, got)
+    loose, want = split_undefined(want)
+    got = np.where(loose, 0, out["out"].reshape(n, width))
     for j, fmt in enumerate(formats):
         got[:, j] = canonical_nans(got[:, j].astype(np.uint64), fmt)
         want[:, j] = canonical_nans(want[:, j].astype(np.uint64), fmt)
@@ -1193,6 +1328,9 @@ def gpu_case(name: str) -> tuple:
     if name == "float_ops":
         return "float_ops", name, {"in": float_rows(640, 4).reshape(-1), "out": np.zeros(640 * FLOAT_OPS, np.uint32)}, \
             (5, 1, 1), (128, 1, 1), ()
+    if name == "float_arith":
+        return "float_ops", name, {"in": float_rows(640, 5).reshape(-1), "out": np.zeros(640 * FLOAT_ARITH, np.uint32)}, \
+            (5, 1, 1), (128, 1, 1), ()
     if name == "warp_ops":
         return "warp_ops", name, {"in": warp_values(256, 8), "out": np.zeros(256 * 32, np.uint32),
                                   "out64": np.zeros(512, np.uint64)}, (2, 1, 1), (128, 1, 1), ()
@@ -1205,7 +1343,7 @@ def gpu_case(name: str) -> tuple:
         return "const_mem", name, {"idx": rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32),
                                    "halves": rng.integers(0, 1 << 16, 64).astype(np.uint16),
                                    "plain": rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32),
-                                   "out": np.zeros(32 * 12, np.uint32)}, (1, 1, 1), (32, 1, 1), ()
+                                   "out": np.zeros(32 * 13, np.uint32)}, (1, 1, 1), (32, 1, 1), ()
     if name in CVT_KERNELS:
         buffers, want, _ = cvt_case(name)
         return "conversions", name, buffers, (len(want) // 128, 1, 1), (128, 1, 1), ()
@@ -1218,7 +1356,7 @@ def _rr(*args, timeout=600):
                           timeout=timeout, check=False)
 
 
-GPU_CASES = [*INT_KERNELS, "logic3", "float_ops", "warp_ops", "atomics", "cas_loop", "const_mem", *ORDINARY,
+GPU_CASES = [*INT_KERNELS, "logic3", "float_ops", "float_arith", "warp_ops", "atomics", "cas_loop", "const_mem", *ORDINARY,
              *CVT_KERNELS]
 
 

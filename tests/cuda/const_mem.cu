@@ -13,7 +13,7 @@ extern "C" __global__ void const_mem(const uint32_t* __restrict__ idx, const ush
                                      const uint32_t* plain, uint32_t* out) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const uint32_t i = __ldg(&idx[t]);
-  uint32_t* o = out + 12 * t;
+  uint32_t* o = out + 13 * t;
   o[0] = __float_as_uint(scale[i & 7] * float(t));
   o[1] = mix[i & 3] ^ mix[(i >> 2) & 3];
   o[2] = pairs[i % 6];
@@ -36,4 +36,6 @@ extern "C" __global__ void const_mem(const uint32_t* __restrict__ idx, const ush
   const uint32_t* table = (i & 8) ? mix : bias;  // a generic pointer into either memory
   o[10] = table[i & 3];
   o[11] = __ldg(&halves[(t + 3) & 31].y);
+  const ushort2 nc = __ldg(&halves[t ^ 1]);         // ld.global.nc.v2.u16
+  o[12] = (uint32_t(nc.x) << 16) | nc.y;
 }

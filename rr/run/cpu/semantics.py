@@ -264,30 +264,50 @@ def _bf16(op, parts, ctx, typ):
 
 
 def _float_fn(base, mods, typ):
+    """f32/f64 arithmetic: the rounding the opcode names (rn, rz, rm, rp), .ftz (f32 inputs and
+    results), .sat ([0, 1], NaN and -0 -> +0). A modifier outside these is refused."""
     dt = TYPES[typ]
-    ftz = (lambda x: nx._ftz(x)) if "ftz" in mods and typ == "f32" else (lambda x: np.asarray(x, dt))
+    rnd = next((m for m in ("rn", "rz", "rm", "rp") if m in mods), "rn")
+    known = {"rn", "rz", "rm", "rp", "ftz", "sat", "approx", "full", "NaN", "xorsign", "abs", typ}
+    if mods - known:
+        raise Unsupported(f"{base}.{typ} with {', '.join(sorted(mods - known))}")
+    ftz = (lambda x: nx.flush_subnormal(np.asarray(x, dt))) if "ftz" in mods and typ == "f32" else (lambda x: np.asarray(x, dt))
+    sat = (lambda x: np.where(np.isnan(x) | (x <= 0), dt(0), np.minimum(x, dt(1))).astype(dt)) if "sat" in mods else (lambda x: x)
 
     def r(x):
         return ftz(np.asarray(x, dt))
 
-    if base in ("add", "sub", "mul"):
-        f = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]
-        return lambda a, b: r(f(r(a), r(b)))
-    if base == "fma" or base == "mad":
-        return lambda a, b, c: r((r(a).astype(np.float64) * r(b).astype(np.float64) + r(c).astype(np.float64)).astype(dt)) \
-            if typ == "f32" else r(np.asarray(a, dt) * b + c)
+    canonical = dt(np.array(nx.CANONICAL_NAN[typ], BITS[8 * np.dtype(dt).itemsize]).view(dt)) if typ == "f32" else None
+
+    def out(x):
+        x = sat(r(x))
+        if canonical is not None:  # an f32 NaN result is the canonical one (on the H200)
+            nan = np.isnan(x)
+            if nan.any():
+                return np.where(nan, canonical, x)
+        return x
+    if rnd != "rn" and base not in ("add", "sub", "mul", "fma", "mad"):
+        raise Unsupported(f"{base}.{rnd}.{typ}")
+    if base in ("add", "sub", "mul", "fma", "mad"):
+        exact = _exact_arith(base, typ, rnd)
+        if exact is not None:
+            return lambda *v: out(exact(*[r(x) for x in v]))
+        f = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]  # rn: numpy's own rounding
+        return lambda a, b: out(f(r(a), r(b)))
     if base == "div":
         if "approx" in mods or "full" in mods:
             return lambda a, b: nx.div_approx(a, b) if typ == "f32" else np.asarray(a, dt) / b
-        return lambda a, b: r((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
+        return lambda a, b: out((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
     if base in ("min", "max"):
         return _min_max_fn(base, mods, dt)
     if base in ("neg", "abs"):
         return _sign_op(base, dt)
     if base == "sqrt":
-        return lambda a: r(np.sqrt(np.asarray(a, np.float64)).astype(dt))
+        return lambda a: out(np.sqrt(np.asarray(a, np.float64)).astype(dt))
+    if typ == "f64" and base in ("rcp", "rsqrt"):  # .approx.ftz.f64: modelled as the exact value
+        return (lambda a: r(1.0 / r(a))) if base == "rcp" else (lambda a: r(1.0 / np.sqrt(r(a))))
     if base == "rcp":
-        return nx.rcp_approx if "approx" in mods else (lambda a: r((1.0 / np.asarray(a, np.float64)).astype(dt)))
+        return nx.rcp_approx if "approx" in mods else (lambda a: out((1.0 / np.asarray(a, np.float64)).astype(dt)))
     if base == "rsqrt":
         return nx.rsqrt_approx
     if base == "ex2":
@@ -297,6 +317,34 @@ def _float_fn(base, mods, typ):
     if base == "copysign":  # the sign of a on the magnitude of b
         return lambda a, b: np.copysign(np.asarray(b, dt), np.asarray(a, dt))
     return None
+
+
+def _exact_arith(base, typ, rnd):
+    """add/sub/mul/fma rounded once from the exact result, as `rnd` says, or None where numpy's
+    own arithmetic already is that (rn add, sub and mul)."""
+    if typ == "f32":
+        if base == "mul":  # the product of two f32 is exact in f64
+            return None if rnd == "rn" else (lambda a, b: nx.round_float(a.astype(np.float64) * b, "f32", rnd).astype(np.float32))
+
+        def rounded(x, y):  # x + y (f64 terms) rounded once to f32
+            odd = nx.round_to_odd_sum(x, y)
+            if rnd == "rn":  # numpy's f64 -> f32 rounds to nearest even
+                return odd.astype(np.float32)
+            return nx.zero_sign(nx.round_float(odd, "f32", rnd).astype(np.float32), x, y, rnd, odd)
+        if base in ("add", "sub"):
+            if rnd == "rn":
+                return None
+            sign = -1.0 if base == "sub" else 1.0
+            return lambda a, b: rounded(a.astype(np.float64), sign * b.astype(np.float64))
+        return lambda a, b, c: rounded(a.astype(np.float64) * b, c.astype(np.float64))
+    if base in ("fma", "mad"):
+        return lambda a, b, c: nx.fma_f64(a, b, c, rnd)
+    if rnd == "rn":
+        return None
+    if base == "mul":
+        raise Unsupported(f"mul.{rnd}.f64")
+    sign = -1.0 if base == "sub" else 1.0
+    return lambda a, b: nx.sum_f64(a, sign * b, rnd)
 
 
 _TESTP = {
