@@ -223,9 +223,7 @@ def cmd_splice(args) -> int:
     from rr.splice.splice import splice
 
     ptx = _resolve(args.file, args.entry)
-    recipe = Path(args.recipe)
-    if not recipe.suffix:
-        recipe = Path("config/recipes") / f"{args.recipe}.yaml"
+    recipe = args.recipe  # a file, or a name (rr.splice.recipe.recipe_path: config/recipes, then rr's own)
     try:
         record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output, args.grouping)
     except (RecipeError, SpliceError) as e:
@@ -237,7 +235,7 @@ def cmd_splice(args) -> int:
         with atomic_paths(args.output, str(args.output) + ".splice.json") as (module, record):
             module.write_text("")
             record.write_text(json_text({"status": "error", "message": str(e), "entry": args.entry,
-                                         "phase": args.phase, "recipe": str(recipe)}))
+                                         "phase": args.phase, "recipe": recipe}))
         print(f"rr: splice refused: {e}", file=sys.stderr)
         return 0
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
@@ -257,7 +255,7 @@ def cmd_collect(args) -> int:
     module = _resolve(args.module, descriptor["entry"])
     frame = launch_frame(args.launch) if args.launch else None
     table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
-                         fnv1a64_hex(module.read_bytes()), frame)
+                         fnv1a64_hex(module.read_bytes()), frame, args.reference_compile, args.backend)
     write_parquet(args.output, table)
     statuses = ", ".join(f"{r['recipe']}: splice {r['splice_status']}, compile {r['compile_status']}, "
                          f"capture {r['capture_status']}, timing {r['timing_status']}" for r in table.to_pylist())
@@ -270,9 +268,7 @@ def cmd_compile(args) -> int:
     from rr.io import write_json
     from rr.run.compile import compile_ptx
 
-    if not Path(args.ptx).is_file():
-        raise UserError(f"{args.ptx}: no such file")
-    result = compile_ptx(args.ptx, args.output, args.arch)
+    result = compile_ptx(_resolve(args.ptx, args.entry), args.output, args.arch)
     report = Path(str(args.output) + ".json")
     write_json(report, result.as_dict())
     if result.status != "ok":
@@ -466,7 +462,7 @@ def cmd_launch(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from rr.synth.inputs import parse_extents, write_enc2
+    from rr.synth.inputs import parse_extents, write_layer
 
     if args.layer == "engine":
         from rr.io import write_bytes
@@ -481,34 +477,39 @@ def cmd_synth(args) -> int:
         extents = parse_extents(args.extents) if args.extents else None
     except ValueError as e:
         raise UserError(str(e)) from None
-    out = write_enc2(args.output, extents, args.arch, args.weight_seed, args.input_seed)
-    what = "enc2.ptx, enc2.weights.bin, enc2.json" + (f", launch/ at {args.extents}" if extents else "")
-    print(f"{out}: synthetic {args.layer}: {what}")
+    out = write_layer(args.output, args.layer, extents, args.arch, args.weight_seed, args.input_seed)
+    name = args.layer
+    what = f"{name}.ptx, {name}.weights.bin, {name}.json" + (f", launch/ at {args.extents}" if extents else "")
+    print(f"{out}: synthetic {name}: {what}")
     return 0
 
 
 def _grouping_option(s) -> None:
     s.add_argument("--grouping", choices=("run", "gemm"), default="run",
                    help="run: a phase is a maximal run of consecutive mma (the reference numbering); "
-                        "gemm: runs joined across statements that only load or compute later mma operands")
+                        "gemm: runs joined across statements that only load or compute later mma operands "
+                        "(default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rr", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="rr", description="PTX splice experiments on fp8 mma kernels: one subcommand "
+                                "per pipeline stage, each runnable alone on the files of the stage before it.",
+                                epilog="`rr COMMAND --help` describes a command; docs/design.md the pipeline, "
+                                "docs/formats.md every file it writes.")
     p.add_argument("--version", action="version", version=f"rr {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("entries", help="list the entries and functions of a PTX file")
-    s.add_argument("file")
+    s.add_argument("file", help="a PTX file")
     s.set_defaults(func=cmd_entries)
 
-    s = sub.add_parser("roundtrip", help="check that parse + emit reproduces a PTX file exactly")
-    s.add_argument("file")
+    s = sub.add_parser("roundtrip", help="check that parse + emit reproduces a PTX file exactly (exit 0 iff so)")
+    s.add_argument("file", help="a PTX file")
     s.set_defaults(func=cmd_roundtrip)
 
     s = sub.add_parser("linearise", help="write an entry's statements (sNNNN, lines, defs, uses)")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
-    s.add_argument("--entry", required=True)
+    s.add_argument("--entry", required=True, help="the kernel entry (or .func) to linearise")
     s.add_argument("-o", "--output", required=True, help="OUT.parquet")
     s.set_defaults(func=cmd_linearise, reads=("file",))
 
@@ -523,14 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("spec", help="the phase table of an entry (geometry from the mma chains)")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
-    s.add_argument("--entry", required=True)
-    s.add_argument("--json", action="store_true", help="print the JSON object of DESIGN §3")
+    s.add_argument("--entry", required=True, help="the kernel entry to describe")
+    s.add_argument("--json", action="store_true",
+                   help="print the JSON object (docs/formats.md, Descriptions) instead of the table")
     _grouping_option(s)
     s.set_defaults(func=cmd_spec)
 
     s = sub.add_parser("describe", help="write phases.parquet, epilogues.parquet and descriptor.json")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
-    s.add_argument("--entry", required=True)
+    s.add_argument("--entry", required=True, help="the kernel entry to describe")
     s.add_argument("-o", "--output", required=True, help="output directory")
     s.add_argument("--record", action="store_true",
                    help="for an entry without mma, write a descriptor without phases (status no_phases) and exit 0")
@@ -539,8 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("splice", help="apply a recipe to one phase: cut it, splice in the template's code")
     s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
-    s.add_argument("--entry", required=True)
-    s.add_argument("--recipe", required=True, help="a recipe YAML file, or the name of one in config/recipes")
+    s.add_argument("--entry", required=True, help="the kernel entry to splice")
+    s.add_argument("--recipe", required=True,
+                   help="a recipe YAML file, or a name: config/recipes/NAME.yaml where that exists, else the recipe "
+                        "rr ships (isolate, regen, f32acc, probe)")
     s.add_argument("--phase", type=_phase_number, help="the phase to cut (default: the recipe's)")
     _grouping_option(s)
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
@@ -550,18 +554,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("collect", help="one Parquet row per recipe of a layer × phase cell")
     s.add_argument("cell", help="the cell directory holding the recipes' stage records")
-    s.add_argument("--layer", required=True)
+    s.add_argument("--layer", required=True, help="the layer's name, as the rows give it")
     s.add_argument("--phase", type=_phase_number, help="the cell's phase (none for a layer without phases)")
-    s.add_argument("--recipes", required=True, help="comma-separated recipe names")
+    s.add_argument("--recipes", required=True,
+                   help="comma-separated recipes (names, resolved as rr splice does, or files): their checks are "
+                        "evaluated; records go by the name or the file's stem")
     s.add_argument("--descriptor", required=True, help="the layer's descriptor.json")
     s.add_argument("--module", required=True, help="the layer's PTX file or corpus directory")
     s.add_argument("--launch", help="the layer's launch directory (for the frame size)")
-    s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_collect, reads=("cell", "descriptor", "module", "launch"))
+    s.add_argument("--reference-compile", metavar="JSON",
+                   help="the unspliced module's compile record (rr compile of the layer's module): the ref_* "
+                        "columns and the deltas")
+    s.add_argument("--backend", choices=("cuda", "cpu"),
+                   help="the backend the captures ran on; cpu: the rows say there is no timing (default: "
+                        "timing as the records say)")
+    s.add_argument("-o", "--output", required=True, help="OUT.parquet")
+    s.set_defaults(func=cmd_collect, reads=("cell", "descriptor", "module", "launch", "reference_compile"))
 
-    s = sub.add_parser("compile", help="compile PTX with ptxas and report registers and spills")
-    s.add_argument("ptx")
-    s.add_argument("--arch", default="sm_90")
+    s = sub.add_parser("compile", help="compile PTX with ptxas and report registers, spills, stack and shared memory")
+    s.add_argument("ptx", help="a PTX file, or a corpus directory made by `rr extract` (with --entry)")
+    s.add_argument("--entry", help="in a corpus: compile the module that defines this entry")
+    s.add_argument("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default: %(default)s)")
     s.add_argument("-o", "--output", required=True, help="X.cubin (the report goes to X.cubin.json)")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says, leaving an empty X.cubin "
@@ -570,9 +583,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("run", help="run a launch description (in a child process) and capture its buffers")
     s.add_argument("launch", help="launch directory (launch.json and .npy buffers)")
-    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="cuda (cupy), cpu (rr's PTX interpreter) or auto: cuda when a GPU is present "
+                        "(default: %(default)s)")
     s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
-    s.add_argument("--timeout", type=_seconds, default=120, help="seconds before the run is killed")
+    s.add_argument("--timeout", type=_seconds, default=120,
+                   help="seconds before the run is killed (default: %(default)s)")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
     s.set_defaults(func=cmd_run, reads=("launch",), writes="dir")
@@ -586,38 +602,44 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_relaunch, reads=("launch", "module"), writes="dir")
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
-    s.add_argument("a")
-    s.add_argument("b")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("a", help="a launch or run directory (the reference)")
+    s.add_argument("b", help="another of the same launch")
+    s.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the table")
     s.add_argument("-o", "--output", help="write the comparison (a JSON list) to this file")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
     s.set_defaults(func=cmd_compare, reads=("a", "b"))
 
-    s = sub.add_parser("time", help="time a launch against another, interleaved, with L2 flushes")
-    s.add_argument("launch")
+    s = sub.add_parser("time", help="time a launch against another, interleaved, with L2 flushes (GPU only)")
+    s.add_argument("launch", help="the reference launch directory")
     s.add_argument("--vs", required=True, help="the other launch directory")
-    s.add_argument("--noise", type=_noise, default=0.005, help="relative noise target of each median")
-    s.add_argument("--time-limit", type=_seconds, default=30.0, help="seconds of sampling at most")
-    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    s.add_argument("--noise", type=_noise, default=0.005,
+                   help="relative noise target of each median (default: %(default)s)")
+    s.add_argument("--time-limit", type=_seconds, default=30.0,
+                   help="seconds of sampling at most (default: %(default)s)")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="cuda or auto (cuda when a GPU is present); cpu records that it gives no timing "
+                        "(default: %(default)s)")
     s.add_argument("-o", "--output", help="timing.json to write")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="also print the record as JSON")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
     s.set_defaults(func=cmd_time, reads=("launch", "vs"))
 
     s = sub.add_parser("sample-launch", help="a launch directory for the sample kernel (random inputs)")
     s.add_argument("module", help="the sample kernel's PTX, or a corpus directory")
-    s.add_argument("--seed", type=int, default=3)
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("--seed", type=int, default=3, help="seed of the random inputs (default: %(default)s)")
+    s.add_argument("-o", "--output", required=True, help="the launch directory to write")
     s.set_defaults(func=cmd_sample_launch, reads=("module",), writes="dir")
+
+    from rr.synth.family import NAMES as SYNTH_LAYERS
 
     s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch), "
                        "or the engine binary")
-    s.add_argument("layer", choices=("enc2", "engine"))
+    s.add_argument("layer", choices=SYNTH_LAYERS + ("engine",))
     s.add_argument("-o", "--output", required=True, help="output directory (the binary's path for engine)")
-    s.add_argument("--extents", help="WIDTHxHEIGHT in tokens (240x135 for a 3840x2160 frame): "
-                   "also write DIR/launch/")
+    s.add_argument("--extents", help="WIDTHxHEIGHT in the layer's tokens (240x135 for enc2 at a 3840x2160 "
+                   "frame): also write DIR/launch/")
     s.add_argument("--arch", default="sm_90", help="the module's .target")
     s.add_argument("--weight-seed", type=int, default=2)
     s.add_argument("--input-seed", type=int, default=7)
@@ -625,13 +647,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("summary", help="concatenate cells' results into one table")
     s.add_argument("cells", nargs="*", help="results/<layer>_phase<P>.parquet files")
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-o", "--output", required=True, help="summary.parquet")
     s.set_defaults(func=cmd_summary, reads=("cells",))
 
-    s = sub.add_parser("report", help="the report's figures and tables from a summary")
+    s = sub.add_parser("report", help="the report's figures, tables and first page from a summary")
     s.add_argument("summary", help="results/summary.parquet")
     s.add_argument("--descriptor", action="append", default=[], help="LAYER=descriptor.json (repeatable)")
-    s.add_argument("-o", "--output", required=True, help="directory for the PNGs and CSVs")
+    s.add_argument("-o", "--output", required=True, help="directory for the PNG figures, HTML and CSV tables and "
+                   "run.rst (the report's first page)")
     s.set_defaults(func=cmd_report, reads=("summary",), writes="dir")
 
     s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
@@ -648,6 +671,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")
     s.set_defaults(func=cmd_sample_engine)
+    for choice in sub._choices_actions:  # `rr COMMAND --help` opens with the line `rr --help` lists
+        sub.choices[choice.dest].description = sub.choices[choice.dest].description or f"{choice.help}."
     return p
 
 
