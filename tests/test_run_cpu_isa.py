@@ -1371,7 +1371,9 @@ def test_the_isa_kernels_give_the_gpus_bytes(tmp_path, nvcc_ptx, gpu, name):
     out = {b: {k: np.load(tmp_path / b / f"{k}.npy") for k in buffers} for b in ("cuda", "cpu")}
     if name != "atomics":
         for k in buffers:
-            assert np.array_equal(out["cuda"][k].view(np.uint8), out["cpu"][k].view(np.uint8)), k
+            a, b = out["cuda"][k].reshape(-1), out["cpu"][k].reshape(-1)
+            bad = np.flatnonzero(a.view(np.uint8) != b.view(np.uint8)) // a.itemsize
+            assert bad.size == 0, f"{k}: {len(set(bad))} elements differ, first [{bad[0]}]: gpu {a[bad[0]]!r} cpu {b[bad[0]]!r}"
         return
     # the GPU serialises same-address atomics in an order of its own: what that order leaves
     # free (the old values, exch and cas) must be a serial order on both; the rest is exact
