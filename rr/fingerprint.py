@@ -17,10 +17,10 @@ STAGES = {
     "linearise": ("ptx", "io.py", "cli.py"),
     "describe": ("ptx", "describe", "io.py", "cli.py"),
     "splice": ("ptx", "describe", "splice", "templates", "data", "io.py", "cli.py"),
-    "compile": ("run/compile.py", "io.py", "cli.py"),
+    "compile": ("run/compile.py", "corpus", "io.py", "cli.py"),
     "run": ("run", "numerics.py", "corpus/sample.py", "io.py", "cli.py"),
-    "collect": ("results", "corpus/fnv.py", "io.py", "cli.py"),
-    "report": ("results", "io.py", "cli.py"),
+    "collect": ("results", "run/compile.py", "splice/recipe.py", "data", "corpus/fnv.py", "io.py", "cli.py"),
+    "report": ("results", "run/compile.py", "splice/recipe.py", "io.py", "cli.py"),
 }
 
 

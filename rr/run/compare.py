@@ -1,5 +1,8 @@
-"""Comparing two runs buffer by buffer: byte identity, how many bytes differ, and the numeric
-difference (max |a-b| and PSNR) in the buffer's own number type."""
+"""Comparing two runs buffer by buffer: byte identity, how many bytes and elements differ, and the
+numeric difference (max |a-b| and PSNR) in the buffer's own number type.
+
+PSNR is taken against the larger peak |value| of the two buffers: a fresh launch's output buffer
+is all zeros, so the peak of one side alone can be 0 (and the PSNR a meaningless -600 dB)."""
 
 from __future__ import annotations
 
@@ -28,9 +31,11 @@ class BufferComparison:
     identical: bool
     bytes: int
     differing_bytes: int
-    differing_share: float
+    differing_share: float  # of the bytes
+    elements: int  # in the buffer's number type
+    differing_elements: int
     max_abs_diff: float | None  # over elements where both are finite; None if no such pair differs
-    psnr_db: float | None  # inf when identical; None when the values are not finite or constant
+    psnr_db: float | None  # inf when identical; None when a differing pair is not finite
     first_index: tuple | None  # of the first differing element
     first_values: tuple | None  # (a, b) there
 
@@ -70,9 +75,10 @@ def compare_buffer(name: str, a: np.ndarray, b: np.ndarray, dtype: str | None = 
     psnr = None
     if diff_bytes == 0:
         psnr = math.inf
-    elif finite.all():
-        peak = max(float(np.max(np.abs(x))), 1e-30)
-        mse = float(np.mean((x - y) ** 2))
+    elif not (differ & ~finite).any():  # non-finite values (padding, sentinels) only where both agree
+        peak = max(float(np.max(np.abs(x[finite]), initial=0)), float(np.max(np.abs(y[finite]), initial=0)), 1e-30)
+        mse = float(np.mean((x[finite] - y[finite]) ** 2))
         psnr = math.inf if mse == 0 else 10 * math.log10(peak * peak / mse)
     return BufferComparison(name, str(dtype or a.dtype), diff_bytes == 0, int(ab.size), diff_bytes,
-                            diff_bytes / max(ab.size, 1), max_abs, psnr, first_index, first_values)
+                            diff_bytes / max(ab.size, 1), int(raw_x.size), int(np.count_nonzero(differ)), max_abs,
+                            psnr, first_index, first_values)

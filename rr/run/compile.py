@@ -1,7 +1,9 @@
 """Compiling PTX with ptxas and reading its `-v` report: registers, spills, stack, shared memory.
 
 ptxas comes from PATH or from the `nvidia-cuda-nvcc` wheel. A PTX that ptxas rejects is a
-`compile_error` result carrying ptxas's message, never an exception.
+`compile_error` result carrying ptxas's message, never an exception. The workflow compiles each
+layer's unspliced module too (`results/<layer>/reference.cubin.json`), so a splice's figures are
+read against the reference's (`entry_figures`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# what a results row shows of an entry's compile, per kernel: the ptxas figures a splice changes
+FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "constant_bytes")
 
 
 def find_ptxas() -> str | None:
@@ -118,3 +122,14 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
                              functions, warnings)
     os.replace(tmp, output)
     return CompileResult("ok", "", arch, ptxas, ms, functions, warnings)
+
+
+def entry_figures(record: dict, entry: str) -> dict | None:
+    """FIGURES of `entry` in a compile record (X.cubin.json as `rr compile` writes it), None when
+    ptxas reported nothing for it; constant_bytes adds every cmem bank (bank 0 holds the parameters)."""
+    fn = record.get("functions", {}).get(entry)
+    if not fn:
+        return None
+    return {"registers": fn.get("registers"), "spill_stores": fn.get("spill_stores"),
+            "spill_loads": fn.get("spill_loads"), "stack_bytes": fn.get("stack_frame"),
+            "shared_bytes": fn.get("shared_bytes"), "constant_bytes": sum((fn.get("constant_bytes") or {}).values())}

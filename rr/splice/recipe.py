@@ -1,5 +1,12 @@
 """Splice recipes: YAML files validated against the recipe schema (rr/data/recipe.schema.yaml),
-with errors that name the file and the key at fault."""
+with errors that name the file and the key; and where a recipe named on the command line or in
+the workflow's config is found.
+
+A recipe given by name resolves the same way for `rr splice`, `rr collect` and the workflow
+(`recipe_path`): `config/recipes/NAME.yaml` of the workflow in the current directory when that
+file exists (a workflow's own recipes, or its edits of the shipped ones), else the recipe of that
+name shipped with rr (rr/data/recipes/), so `rr splice --recipe regen` works from any directory.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rr.validation import InvalidInput, load_yaml, schema, validate
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "recipes"
+WORKFLOW_RECIPES = Path("config") / "recipes"  # relative to the workflow's directory (the current one)
+CHECKS = ("roundtrip", "outside_unchanged", "ptxas", "identical_output", "psnr")
+DEFAULT_CHECKS = ("roundtrip", "outside_unchanged", "ptxas")
+DEFAULT_PSNR_DB = 40.0  # the psnr check's threshold when the recipe gives none
 
 
 class RecipeError(InvalidInput):
@@ -22,14 +35,49 @@ class Recipe:
     with_epilogue_after: int | str = 0
     template: str = "regen"
     params: dict = field(default_factory=dict)
-    checks: tuple = ("roundtrip", "outside_unchanged", "ptxas")
+    checks: tuple = DEFAULT_CHECKS  # names from CHECKS, in the recipe's order
+    psnr_min_db: float = DEFAULT_PSNR_DB  # what the psnr check requires of the worst buffer
     source: str = ""
 
 
-def load_recipe(path: str | Path) -> Recipe:
-    """A recipe file read through the one validation layer (rr.validation): bounded size, aliases
-    that may not expand past a bound, strict integers, messages that name the key and a cut value."""
-    path = Path(path)
+def shipped_recipes() -> list[str]:
+    return sorted(p.stem for p in SHIPPED.glob("*.yaml"))
+
+
+def recipe_path(recipe: str | Path) -> Path:
+    """The file of a recipe given as a path (anything with a suffix or a directory part) or as a
+    name: config/recipes/NAME.yaml when it exists, else the shipped recipe NAME."""
+    given = Path(recipe)
+    if given.suffix or len(given.parts) > 1:
+        return given
+    local = WORKFLOW_RECIPES / f"{recipe}.yaml"
+    if local.is_file():
+        return local
+    shipped = SHIPPED / f"{recipe}.yaml"
+    if shipped.is_file():
+        return shipped
+    raise RecipeError(f"{recipe}: no such recipe: not a file, not in {WORKFLOW_RECIPES}/ here and not one of "
+                      f"the shipped recipes ({', '.join(shipped_recipes())})")
+
+
+def _checks(raw: list, path: Path) -> tuple[tuple, float]:
+    """The check names in order and the PSNR threshold; a check is a name, or `{psnr: {min_db: X}}`."""
+    names, threshold = [], DEFAULT_PSNR_DB
+    for item in raw:
+        name = item if isinstance(item, str) else next(iter(item))
+        if name in names:
+            raise RecipeError(f"{path}: checks: {name} is given twice")
+        names.append(name)
+        if isinstance(item, dict):
+            threshold = float(item[name].get("min_db", DEFAULT_PSNR_DB))
+    return tuple(names), threshold
+
+
+def load_recipe(recipe: str | Path) -> Recipe:
+    """A recipe (a file, or a name resolved by `recipe_path`) read through the one validation layer
+    (rr.validation): bounded size, aliases that may not expand past a bound, strict integers,
+    messages that name the key and a cut value."""
+    path = recipe_path(recipe)
     if not path.exists():
         raise RecipeError(f"{path}: no such recipe file")
     try:
@@ -38,6 +86,7 @@ def load_recipe(path: str | Path) -> Recipe:
         raise RecipeError(str(e)) from None
     validate(raw, schema("recipe.schema.yaml"), str(path), RecipeError)
     cut, template = raw["cut"], raw["template"]
+    checks, psnr_min_db = _checks(raw.get("checks", list(DEFAULT_CHECKS)), path)
     return Recipe(raw["name"], raw["description"].strip(), cut["phase"], cut.get("with_epilogue_before", 0),
                   cut.get("with_epilogue_after", 0), template["name"], template.get("params", {}),
-                  tuple(raw.get("checks", ("roundtrip", "outside_unchanged", "ptxas"))), str(path))
+                  checks, psnr_min_db, str(path))

@@ -4,6 +4,7 @@
 import json
 
 from rr.run.gpus import resolve_backend
+from rr.splice.recipe import recipe_path
 
 # auto resolved once, at DAG time: it decides the frame size the launches are made for.
 BACKEND = resolve_backend(config["backend"])
@@ -37,6 +38,8 @@ def cell_inputs(wildcards):
     return {
         "descriptor": layer_descriptor(wildcards),
         "launch": layer_launch_dir(wildcards),
+        "reference": reference_compile(wildcards),
+        "recipes": recipe_files(wildcards),
         "records": cell_records(wildcards),
     }
 
@@ -76,23 +79,31 @@ def layer_launch_dir(wildcards):
 
 
 def recipe_file(wildcards):
-    return f"config/recipes/{wildcards.recipe}.yaml"
+    """config/recipes/<recipe>.yaml when the workflow has it, else the recipe rr ships (as rr splice
+    resolves a name)."""
+    return str(recipe_path(wildcards.recipe))
+
+
+def recipe_files(wildcards):
+    return [str(recipe_path(r)) for r in config["recipes"]]
+
+
+# the records of a cell's recipe: timing only where it can be measured (the cpu backend gives none,
+# and collect says so in the row instead of 152 jobs recording it)
+RECORDS = ("ptx.splice.json", "cubin.json", "run.json", "compare.json") + (
+    ("timing.json",) if BACKEND == "cuda" else ()
+)
 
 
 def cell_records(wildcards):
     """Every record collect reads for a layer × phase cell, for each configured recipe."""
     cell = f"results/{wildcards.layer}/phase{wildcards.phase}"
-    return [
-        f"{cell}/{r}.{kind}"
-        for r in config["recipes"]
-        for kind in (
-            "ptx.splice.json",
-            "cubin.json",
-            "run.json",
-            "compare.json",
-            "timing.json",
-        )
-    ]
+    return [f"{cell}/{r}.{kind}" for r in config["recipes"] for kind in RECORDS]
+
+
+def reference_compile(wildcards):
+    """The compile record of the layer's unspliced module, read beside each of its rows."""
+    return f"results/{wildcards.layer}/reference.cubin.json"
 
 
 def cell_dir(wildcards):

@@ -1,5 +1,10 @@
-# Summary and report: every configured cell's rows in one table, and the report's figures and
-# tables (`snakemake --report results/report.html`).
+# Summary and report: every configured cell's rows in one table, and the report's figures, tables
+# and first page (`snakemake --report results/report.html`).
+
+
+# the report's first page: what the sweep is, and (included from results/report/run.rst, written
+# by rr report) the backend, frame size and GPU the captures ran on
+report: "../report/workflow.rst"
 
 
 rule summary:
@@ -32,21 +37,37 @@ rule report_figures:
             caption="../report/ratios.rst",
             category="Timing",
         ),
-        registers=report(
-            "results/report/registers.png",
-            caption="../report/registers.rst",
+        compile=report(
+            "results/report/compile.png",
+            caption="../report/compile.rst",
+            category="Compile",
+        ),
+        compile_table=report(
+            "results/report/compile.html",
+            caption="../report/compile.rst",
             category="Compile",
         ),
         summary=report(
+            "results/report/summary.html",
+            caption="../report/summary.rst",
+            category="Summary",
+        ),
+        summary_csv=report(
             "results/report/summary.csv",
             caption="../report/summary.rst",
             category="Summary",
         ),
         phases=report(
+            expand("results/report/phases_{layer}.html", layer=config["layers"]),
+            caption="../report/phases.rst",
+            category="Phases",
+        ),
+        phases_csv=report(
             expand("results/report/phases_{layer}.csv", layer=config["layers"]),
             caption="../report/phases.rst",
             category="Phases",
         ),
+        first_page="results/report/run.rst",
     log:
         "logs/report_figures.log",
     conda:

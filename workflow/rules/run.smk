@@ -41,6 +41,27 @@ rule capture_reference:
         "python3 -m rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
 
 
+rule compile_reference:
+    input:
+        index="resources/corpus/index.parquet",
+    output:
+        cubin="results/{layer}/reference.cubin",
+        report="results/{layer}/reference.cubin.json",
+    log:
+        "logs/compile/{layer}_reference.log",
+    # the unspliced module's ptxas figures, once per layer: each row's ref_* columns and deltas
+    cache: True
+    conda:
+        "../envs/rr.yaml"
+    params:
+        code=CODE["compile"],
+        arch=config["arch"],
+        entry=layer_entry,
+    shell:
+        "python3 -m rr compile resources/corpus --entry {params.entry} --arch {params.arch} --record"
+        " -o {output.cubin} > {log} 2>&1"
+
+
 rule launch_splice:
     input:
         launch="results/{layer}/launch",
@@ -132,10 +153,13 @@ rule collect:
         recipes=",".join(config["recipes"]),
         descriptor=layer_descriptor,
         launch=layer_launch_dir,
+        reference=reference_compile,
+        backend=BACKEND,
     shell:
         "python3 -m rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
         " --recipes {params.recipes} --descriptor {params.descriptor} --module resources/corpus"
-        " --launch {params.launch} -o {output} > {log} 2>&1"
+        " --launch {params.launch} --reference-compile {params.reference} --backend {params.backend}"
+        " -o {output} > {log} 2>&1"
 
 
 rule layer_status:
