@@ -26,9 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 MARKER = ".rr"
 FOREIGN_STALE_S = 24 * 3600  # a temporary of a writer on another host is stale after this long
 
@@ -223,6 +220,10 @@ def write_json(path: str | Path, obj) -> None:
     write_text(path, json_text(obj))
 
 
-def write_parquet(path: str | Path, table: pa.Table) -> None:
+def write_parquet(path: str | Path, table) -> None:
+    """A pyarrow Table as Parquet (pyarrow is imported here: the commands that write none, such as
+    `rr spec`, start without it)."""
+    import pyarrow.parquet as pq
+
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)

@@ -12,8 +12,7 @@ import stat
 from importlib import resources
 from pathlib import Path
 
-import jsonschema
-import yaml
+import functools
 
 MAX_YAML_BYTES = 1 << 20  # a recipe or config file; theirs are a few hundred bytes
 MAX_JSON_BYTES = 256 << 20  # a launch description, descriptor or stage record
@@ -80,6 +79,8 @@ def expanded_size(root, children, limit: int = MAX_VALUES) -> int:
 
 
 def _node_children(node) -> list:
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         return node.value
     if isinstance(node, yaml.MappingNode):
@@ -98,6 +99,8 @@ def value_children(value) -> list:
 def load_yaml(path: str | Path, limit: int = MAX_VALUES):
     """A YAML file through the safe loader, refused if its aliases expand past `limit` values (the
     check runs on the node graph, before anything walks the expansion)."""
+    import yaml  # here, not at start-up: most commands read no YAML
+
     text = read_text(path)
     loader = yaml.SafeLoader(text)
     try:
@@ -135,14 +138,22 @@ def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
         raise InvalidInput(f"{path}: nested too deeply to read") from None
 
 
-# JSON Schema's "integer" admits 8.0; a phase, an offset or a block size of 8.0 is a mistake
-_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda checker, v: isinstance(v, int) and not isinstance(v, bool))
-_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+@functools.cache
+def _validator_class():
+    """Draft 2020-12 with strict integers: JSON Schema's "integer" admits 8.0, and a phase, an
+    offset or a block size of 8.0 is a mistake. (jsonschema is imported on first use: it costs
+    a tenth of a second, and most commands validate nothing.)"""
+    import jsonschema
+
+    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, v: isinstance(v, int) and not isinstance(v, bool))
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)
 
 
 def schema(name: str) -> dict:
     """A schema shipped in rr/data (YAML or JSON)."""
+    import yaml
+
     return yaml.safe_load(resources.files("rr.data").joinpath(name).read_text(encoding="utf-8"))
 
 
@@ -157,7 +168,7 @@ def key_path(parts) -> str:
 def schema_errors(instance, schema_: dict, where: str) -> list[str]:
     """`WHERE: KEY: message` for each way `instance` breaks `schema_` (at most MAX_ERRORS), the
     value in each message cut."""
-    errors = sorted(_Validator(schema_).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(_validator_class()(schema_).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
     lines = []
     for e in errors[:MAX_ERRORS]:
         message = e.message

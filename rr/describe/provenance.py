@@ -723,6 +723,11 @@ def _combine(found: list[Source]) -> Source:
         return Source("input")
     if len(found) == 1:
         return found[0]
+    first = found[0]
+    if first.kind != "merge" and all(s.kind == first.kind and s.detail == first.detail for s in found):
+        # one source (an A quad's four registers from one load, say): its accesses and definitions joined
+        return Source(first.kind, first.detail, [a for s in found for a in s.accesses], first.phase,
+                      defs=tuple(sorted({d for s in found for d in s.defs})))
     distinct: dict[tuple, Source] = {}
     for s in found:
         for a in (s.alternatives if s.kind == "merge" else (s,)):

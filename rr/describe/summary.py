@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-import numpy as np
+import struct
 
 from rr.describe.phases import Epilogue
 from rr.describe.provenance import Dataflow
@@ -73,12 +73,22 @@ def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: str | None = None) 
             ops = ops or flow.operands(stmt)
             if isinstance(ops[1], Imm) and ops[1].text[:2].lower() in ("0f", "0d"):
                 value = float(ops[1].value)
-                half = np.float16(value)
+                half, bits = _f16(value)
                 out.constants.append({"stmt": stmt, "literal": ops[1].text, "value": value,
-                                      "f16": float(half), "f16_bits": f"0x{int(half.view(np.uint16)):04X}"})
+                                      "f16": half, "f16_bits": f"0x{bits:04X}"})
     out.traffic = dict(traffic)
     out.name = _name(e.ops, out)
     return out
+
+
+def _f16(value: float) -> tuple[float, int]:
+    """The f16 a constant rounds to (to nearest, ties to even; past 65504 infinity) and its bits —
+    struct's IEEE half, so that `rr spec` starts without numpy."""
+    try:
+        bits = struct.unpack("<H", struct.pack("<e", value))[0]
+    except OverflowError:
+        bits = 0x7C00 | (0x8000 if value < 0 else 0)
+    return struct.unpack("<e", struct.pack("<H", bits))[0], bits
 
 
 def _name(ops: dict, summary: EpilogueSummary) -> str:

@@ -62,7 +62,8 @@ class Value:
 
     @staticmethod
     def of(mapping: dict) -> "Value":
-        return Value(tuple(sorted((f, _norm(c)) for f, c in mapping.items() if not _is_zero(c))))
+        return Value(tuple(sorted((f, c if type(c) is int else _norm(c)) for f, c in mapping.items()
+                                  if (c if type(c) is int else not _is_zero(c)))))
 
     @staticmethod
     def const(c: Coef) -> "Value":
@@ -88,12 +89,20 @@ class Value:
         return {x for f, _ in self.terms for x in f}
 
     def plus(self, other: "Value", sign: int = 1) -> "Value":
+        if not other.terms:
+            return self
         out = dict(self.terms)
         for f, c in other.terms:
-            out[f] = cmap(lambda a, b: a + sign * b, out.get(f, 0), c)
+            a = out.get(f, 0)
+            # uniform coefficients (nearly all of them) without the per-lane machinery
+            out[f] = a + sign * c if type(a) is int and type(c) is int else cmap(lambda x, y: x + sign * y, a, c)
         return Value.of(out)
 
     def scaled(self, c: Coef) -> "Value":
+        if type(c) is int:
+            if c == 1:
+                return self
+            return Value.of({f: v * c if type(v) is int else cmap(lambda x: x * c, v) for f, v in self.terms})
         return Value.of({f: cmap(lambda a, b: a * b, v, c) for f, v in self.terms})
 
     def times(self, other: "Value") -> "Value | None":
