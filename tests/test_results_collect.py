@@ -211,3 +211,20 @@ def test_on_the_cpu_backend_the_row_says_why_there_is_no_timing(tmp_path):
     (row,) = pq.read_table(tmp_path / "cell.parquet").to_pylist()
     assert row["timing_status"] == "unsupported" and "cpu backend" in row["timing_message"]
     assert "no timing" in row["timing_message"] and row["ratio"] is None
+
+
+def test_psnr_is_taken_against_the_larger_peak_of_the_two_buffers():
+    # a fresh launch's output buffer is zeros: against its own peak the PSNR would be -600 dB
+    fresh, run = np.zeros(16, dtype=np.float16), np.arange(16, dtype=np.float16)
+    mse = float(np.mean(run.astype(np.float64) ** 2))
+    for a, b in ((fresh, run), (run, fresh)):
+        r = compare_buffer("out", a, b)
+        assert r.psnr_db == pytest.approx(10 * np.log10(15.0 ** 2 / mse))
+        assert (r.elements, r.differing_elements) == (16, 15)
+    # NaN padding both sides agree on does not hide the PSNR of the rest
+    a, b = run.copy(), run.copy()
+    a[0] = b[0] = np.nan
+    b[5] += 1
+    assert compare_buffer("out", a, b).psnr_db == pytest.approx(10 * np.log10(15.0 ** 2 / (1 / 15)))
+    b[0] = 1.0  # a NaN against a number: no PSNR
+    assert compare_buffer("out", a, b).psnr_db is None
