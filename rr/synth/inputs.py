@@ -208,7 +208,8 @@ def model_inputs(layer: str, arrays: dict[str, np.ndarray], launch=None):
         return LayerInputs(arrays["weights"], arrays["input"], arrays["noisy"], layer=layer,
                            skip=arrays["skip"], coarse=arrays["texture"], out_extents=out_extents)
     return LayerInputs(arrays["weights"], arrays["input"], arrays["texture"], layer=layer,
-                       skip=arrays.get("skip"), out_extents=out_extents)
+                       skip=arrays.get("skip"), out_extents=out_extents,
+                       surface2_shape=arrays["surface2"].shape[:2] if spec.kind == "enc" else None)
 
 
 def write_layer(out: str | Path, layer: str, extents: tuple[int, int] | None = None, target: str = "sm_90",

@@ -33,6 +33,7 @@ class LayerInputs:
     skip: np.ndarray | None = None  # decoders but dec5: the encoder's arena (C/32, ey, ex, 32)
     coarse: np.ndarray | None = None  # dec0: the coarse texture (ey, ex, 4)
     out_extents: tuple | None = None  # decoders: the level below's (oex, oey); dec0: the frame (W, H)
+    surface2_shape: tuple | None = None  # encoders: surface2's (height, width), if not (ey/2, ex/2)
 
     @property
     def extents(self) -> tuple[int, int]:
@@ -373,7 +374,8 @@ def _final_epilogue(lay: LayerLayout, d38, inp: LayerInputs, px, py, ex, ey) -> 
     v = nx.add(q, q[..., idx1, :])
     idx8 = np.where(lane + 8 <= 31, np.arange(64) + 8, np.arange(64))
     v = nx.add(v, v[..., idx8, :])
-    hx, hy = ex >> 1, ey >> 1
+    # E38 writes every even pixel's sum; the surface keeps what falls inside it
+    hy, hx = inp.surface2_shape or (ey >> 1, ex >> 1)
     even = inside & ((px | py) & 1 == 0) & ((px >> 1) < hx) & ((py >> 1) < hy)
     s2_img = np.zeros((hy, hx, 4), dtype=np.float16)
     s2_img[py[even] >> 1, px[even] >> 1] = np.concatenate([v, np.zeros_like(v[..., :1])], -1)[even]
