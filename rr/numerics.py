@@ -260,11 +260,26 @@ def _directed(s, err, mode: str, a, b):
     return zero_sign(np.where(over & ~keep_inf, np.copysign(big, s), r), a, b, mode, np.where(err == 0, s, 1.0))
 
 
+def nan_operand_f64(r, *preferred):
+    """An f64 result that is NaN because an operand is: that operand's NaN, quieted, the first
+    NaN of `preferred` (the H200's order: b before a for add, sub and mul; b, a, c for fma; x86
+    and numpy take a first). NaNs made from no NaN operand stay as computed."""
+    r = np.asarray(r, np.float64)
+    bad = np.isnan(r)
+    if not bad.any():
+        return r
+    out = r
+    for x in reversed(preferred):
+        x = np.asarray(x, np.float64)
+        out = np.where(np.isnan(x), (x.view(np.uint64) | np.uint64(1 << 51)).view(np.float64), out)
+    return np.where(bad, out, r)
+
+
 def sum_f64(a, b, mode: str = "rn") -> np.ndarray:
     """a + b of f64 rounded once as `mode` says (TwoSum's exact error decides)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     s, err = _two_sum(a, b)
-    return _directed(s, np.where(np.isfinite(s), err, 0.0), mode, a, b)
+    return nan_operand_f64(_directed(s, np.where(np.isfinite(s), err, 0.0), mode, a, b), b, a)
 
 
 def fma_f64(a, b, c, mode: str = "rn") -> np.ndarray:
@@ -292,12 +307,11 @@ def fma_f64(a, b, c, mode: str = "rn") -> np.ndarray:
         r = zero_sign(_directed(s, err, mode, th, v), p, c, mode, np.where(err == 0, s, 1.0))  # a*b + c == 0: by p, c
         r = np.where(zero, zero_sign(p + c, p, c, mode, p + c), r)  # an exact zero product: the sum's signed zeros
         safe &= zero | (r == 0) | (np.abs(r) > 2.0 ** -960)  # no result near the subnormals
-    if safe.all():
-        return r
-    out = r.copy()
-    for i in np.flatnonzero(~safe):
-        out.flat[i] = _fma_exact_scalar(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]), mode)
-    return out
+    if not safe.all():
+        r = r.copy()
+        for i in np.flatnonzero(~safe):
+            r.flat[i] = _fma_exact_scalar(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]), mode)
+    return nan_operand_f64(r, b, a, c)
 
 
 def _fma_exact_scalar(a: float, b: float, c: float, mode: str) -> float:
@@ -305,6 +319,8 @@ def _fma_exact_scalar(a: float, b: float, c: float, mode: str) -> float:
     import math
     from fractions import Fraction
 
+    if math.isfinite(a) and math.isfinite(b) and math.isinf(c):
+        return c  # a finite product, however large, leaves an infinite addend as it is
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         with np.errstate(all="ignore"):
             return float(np.float64(a) * np.float64(b) + np.float64(c))

@@ -615,8 +615,10 @@ def exact_arith(op: str, operands: list, fmt: str, mode: str = "rn", ftz: bool =
         dt = np.float32 if fmt == "f32" else np.float64
         f = [np.array(x, np.uint32 if fmt == "f32" else np.uint64).view(dt) for x in operands]
         with np.errstate(all="ignore"):
+            finite_product = op == "fma" and xs[0][1] != "inf" and xs[1][1] != "inf"
             r = {"add": lambda: f[0] + f[1], "sub": lambda: f[0] - f[1], "mul": lambda: f[0] * f[1],
-                 "fma": lambda: np.float64(f[0]) * np.float64(f[1]) + np.float64(f[2]), "div": lambda: f[0] / f[1],
+                 "fma": lambda: f[2] if finite_product else np.float64(f[0]) * np.float64(f[1]) + np.float64(f[2]),
+                 "div": lambda: f[0] / f[1],
                  "sqrt": lambda: np.sqrt(f[0]), "rcp": lambda: dt(1) / f[0]}[op]()
         r = np.asarray(r).astype(dt)
         if np.isnan(r):

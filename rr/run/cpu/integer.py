@@ -12,7 +12,7 @@ import numpy as np
 
 from rr.ptx.model import Imm
 from rr.run.cpu.machine import BITS, TYPES
-from rr.run.cpu.values import Unsupported, dests, join_halves, op_type, type_bits, view
+from rr.run.cpu.values import Unsupported, dests, join_halves, op_type, type_bits
 
 U32, U64 = np.uint32, np.uint64
 _SIGNED = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}

@@ -33,17 +33,11 @@ from rr.run.cpu.values import (
     Unsupported,
     dests,
     extend_to_register,
-    f16x2_join,
-    f16x2_split,
     halves,
     join_halves,
     op_type,
     type_bits,
 )
-
-_type = op_type
-_dests = dests
-
 
 def compile_op(op, ctx: Ctx):
     parts = op.opcode.split(".")
@@ -60,7 +54,7 @@ def compile_op(op, ctx: Ctx):
 # -- moves, conversions -------------------------------------------------------------------------
 
 def _mov(op, parts, ctx):
-    typ = _type(parts)
+    typ = op_type(parts)
     d, s = op.operands[0], op.operands[1]
     if isinstance(s, Vec):  # pack {lo, hi}
         width = np.dtype(TYPES[typ]).itemsize * 8 // len(s.items)
@@ -74,7 +68,7 @@ def _mov(op, parts, ctx):
             m.put(d.name, acc, mask)
         return run
     if isinstance(d, Vec):  # unpack
-        names = _dests(d)
+        names = dests(d)
         width = np.dtype(TYPES[typ]).itemsize * 8 // len(names)
         src = ctx.reader(s, typ, op)
         wide = BITS[np.dtype(TYPES[typ]).itemsize * 8]
@@ -134,7 +128,7 @@ _FLOATS = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 def _arith(op, parts, ctx):
     base = parts[0]
-    typ = _type(parts)
+    typ = op_type(parts)
     if typ not in _FLOATS:
         handler = integer.HANDLERS.get(base)
         if handler is None:
@@ -293,6 +287,8 @@ def _float_fn(base, mods, typ):
         if exact is not None:
             return lambda *v: out(exact(*[r(x) for x in v]))
         f = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]  # rn: numpy's own rounding
+        if typ == "f64":
+            return lambda a, b: nx.nan_operand_f64(f(r(a), r(b)), b, a)
         return lambda a, b: out(f(r(a), r(b)))
     if base == "div":
         if "approx" in mods or "full" in mods:
@@ -343,8 +339,9 @@ def _exact_arith(base, typ, rnd):
         return None
     if base == "mul":
         raise Unsupported(f"mul.{rnd}.f64")
-    sign = -1.0 if base == "sub" else 1.0
-    return lambda a, b: nx.sum_f64(a, sign * b, rnd)
+    if base == "sub":  # a - b as a + (-b); a NaN b stays as it is
+        return lambda a, b: nx.nan_operand_f64(nx.sum_f64(a, -b, rnd), b, a)
+    return lambda a, b: nx.sum_f64(a, b, rnd)
 
 
 _TESTP = {
@@ -357,7 +354,7 @@ _TESTP = {
 def _testp(op, parts, ctx):
     """testp: a predicate from the float's class (zeros count as normal, as the ISA says)."""
     test = next((p for p in parts[1:] if p in _TESTP), None)
-    typ = _type(parts)
+    typ = op_type(parts)
     if test is None or typ not in ("f32", "f64"):
         raise Unsupported(f"{op.opcode!r}")
     d = op.operands[0].name
@@ -391,10 +388,10 @@ _BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
 def _setp(op, parts, ctx):
-    typ = _type(parts)
+    typ = op_type(parts)
     cmp = parts[1]
     boolop = next((p for p in parts[2:] if p in _BOOL), None)
-    names = _dests(op.operands[0])
+    names = dests(op.operands[0])
     rt = {"bf16": "b16", "f16x2": "b32", "bf16x2": "b32"}.get(typ, typ)
     if rt != typ:
         raise Unsupported(f"{op.opcode!r}")
@@ -438,7 +435,7 @@ def _set(op, parts, ctx):
 
 
 def _selp(op, parts, ctx):
-    typ = _type(parts)
+    typ = op_type(parts)
     d = op.operands[0].name
     a, b = ctx.reader(op.operands[1], typ, op), ctx.reader(op.operands[2], typ, op)
     c = ctx.reader(op.operands[3], "pred", op)
@@ -479,13 +476,13 @@ def _access(op, parts, ctx, address) -> tuple:
     space = _space(parts)
     vec = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
     addr, pm = ctx.address(address, op)
-    return space, vec, np.dtype(TYPES[_type(parts)]).itemsize, addr, pm
+    return space, vec, np.dtype(TYPES[op_type(parts)]).itemsize, addr, pm
 
 
 def _ld(op, parts, ctx):
     space, vec, width, addr, pm = _access(op, parts, ctx, op.operands[1])
-    names = _dests(op.operands[0]) if vec > 1 else [op.operands[0].name]
-    typ = _type(parts)
+    names = dests(op.operands[0]) if vec > 1 else [op.operands[0].name]
+    typ = op_type(parts)
     # a signed element narrower than its register is sign-extended to the register's width
     extend = [extend_to_register(ctx, name, typ) for name in names]
 
@@ -531,7 +528,7 @@ def _st(op, parts, ctx):
 
 def _shfl(op, parts, ctx):
     mode = parts[2]
-    dests = _dests(op.operands[0])
+    names = dests(op.operands[0])
     a = ctx.reader(op.operands[1], "b32", op)
     b = ctx.reader(op.operands[2], "u32", op)
     c = ctx.reader(op.operands[3], "u32", op)
@@ -559,9 +556,9 @@ def _shfl(op, parts, ctx):
             ok = j <= max_lane
         j = np.where(ok, j, lane)
         out = np.take_along_axis(val, j, axis=1).reshape(-1)
-        m.put(dests[0], out, mask)
-        if len(dests) > 1 and dests[1]:
-            m.put(dests[1], ok.reshape(-1), mask)
+        m.put(names[0], out, mask)
+        if len(names) > 1 and names[1]:
+            m.put(names[1], ok.reshape(-1), mask)
     return run
 
 
@@ -578,7 +575,7 @@ def _movmatrix(op, parts, ctx):
 def _mma(op, parts, ctx):
     if "m16n8k32" not in parts or "e4m3" not in parts:
         raise Unsupported(f"{op.opcode!r} (only m16n8k32 e4m3 mma)")
-    d, a, b, c = (_dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
+    d, a, b, c = (dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
     return lambda m, mask: mma_sync(m, op, mask, d, a, b, c)
 
 
@@ -649,7 +646,7 @@ def _tex(op, parts, ctx):
     if "2d" not in parts or "v4" not in parts:
         raise Unsupported(f"{op.opcode!r} (only tex.2d.v4 / tex.base.2d.v4)")
     dtyp, ctyp = parts[-2], parts[-1]
-    dests = _dests(op.operands[0])
+    names = dests(op.operands[0])
     addr = op.operands[1]
     handle = ctx.reader(addr.base, "u64", op)
     x, y = (ctx.reader(c, "f32" if ctyp == "f32" else "s32", op) for c in addr.extra[0].items[:2])
@@ -666,7 +663,7 @@ def _tex(op, parts, ctx):
         xi = np.clip(coord(np.broadcast_to(x(m), (m.n,))), 0, w - 1)
         yi = np.clip(coord(np.broadcast_to(y(m), (m.n,))), 0, h - 1)
         texel = img[yi, xi]  # (n, 4) f16, point sampling, clamp addressing
-        for i, name in enumerate(dests):
+        for i, name in enumerate(names):
             if name:
                 m.put(name, texel[:, i] if dtyp == "f16" else texel[:, i].astype(np.float32), mask)
     return run
