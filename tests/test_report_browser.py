@@ -34,16 +34,20 @@ def _need_browser():
     pytest.skip(why)
 
 
+def _sweep_and_report(workdir):
+    for args in (["--cores", "2"], ["--cores", "1", "--report", "results/report.html"]):
+        r = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return workdir
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """A workflow directory after the sweep and `snakemake --report`."""
     _need_browser()
     workdir = _copy_workflow(tmp_path_factory.mktemp("report"))
     _configure(workdir, backend="cpu", layers=["sample"], recipes=RECIPES)
-    for args in (["--cores", "2"], ["--cores", "1", "--report", "results/report.html"]):
-        r = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return workdir
+    return _sweep_and_report(workdir)
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +171,18 @@ def test_a_fresh_install_brings_what_the_report_needs():
 
     needs = {r.split(";")[0].replace(" ", "") for r in requires("rr")}
     assert any(r.startswith("snakemake[reports]") for r in needs) and any(r.startswith("pygments") for r in needs)
+
+
+@pytest.mark.gpu
+def test_on_the_cuda_backend_the_report_names_the_gpu_and_charts_the_timings(gpu, tmp_path):
+    workdir = _copy_workflow(tmp_path)
+    _configure(workdir, backend="cuda", frame="256x256", layers=["sample"], recipes=["isolate", "regen"],
+               timing={"noise": 0.01, "time_limit_s": 1})
+    _sweep_and_report(workdir)
+    rows = pq.read_table(workdir / "results/summary.parquet").to_pylist()
+    assert rows and all(r["timing_status"] == "ok" and r["ratio"] > 0 and r["gpu"] == gpu["name"] for r in rows)
+    assert all(r["capture_backend"] == "cuda" and r["capture_device"] == gpu["name"] for r in rows)
+    first = (workdir / "results/report/run.rst").read_text()
+    assert ":Backend: cuda\n" in first and f":GPU: {gpu['name']} (driver " in first and "cpu_frame" not in first
+    assert f"GPU:</th><td class=\"field-body\">{gpu['name']}" in (workdir / "results/report.html").read_text() \
+        .replace("\\", "")  # the first page, embedded in the report as a JSON string
