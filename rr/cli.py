@@ -298,19 +298,35 @@ def cmd_run(args) -> int:
         return 0 if args.record else 1
     dev = record.get("device", {}).get("name", "")
     times = record["times_ms"]
-    took = (f"{times['launch_and_sync']:.3f} ms launch+sync" if "launch_and_sync" in times else
-            f"{times['run'] / 1e3:.2f} s interpreting {record['lanes']} threads, mma model "
-            f"{record['device']['mma_model']}")
+    if "layers" in record:  # a frame
+        took = f"a frame of {len(record['layers'])} layers in {times['frame'] / 1e3:.2f} s"
+    elif "launch_and_sync" in times:
+        took = f"{times['launch_and_sync']:.3f} ms launch+sync"
+    else:
+        took = (f"{times['run'] / 1e3:.2f} s interpreting {record['lanes']} threads, mma model "
+                f"{record['device']['mma_model']}")
     print(f"{args.output}: ok on {record['backend']} {dev}, {took}")
-    for warning in record.get("unwritten_registers", []):
-        print(f"rr: warning: register {warning} before any write (read as zero)", file=sys.stderr)
+    for where in [record] + record.get("layers", []):
+        for warning in where.get("unwritten_registers", []):
+            layer = f"layer {where['layer']}: " if "layer" in where else ""
+            print(f"rr: warning: {layer}register {warning} before any write (read as zero)", file=sys.stderr)
     return 0
 
 
 def cmd_relaunch(args) -> int:
+    from rr.run.frame import is_frame, replace_layer
     from rr.run.launch import LaunchError, relaunch, write_launch_error
 
     try:
+        if is_frame(args.launch):
+            if not args.layer:
+                raise LaunchError(f"{args.launch} is a frame: say which layer's module --module replaces (--layer)")
+            frame = replace_layer(args.launch, args.layer, args.module, args.output)
+            print(f"{args.output}: the frame of {args.launch} ({len(frame.layers)} layers) with layer "
+                  f"{args.layer} from {args.module}")
+            return 0
+        if args.layer:
+            raise LaunchError(f"{args.launch} is one launch, not a frame: --layer applies to frames")
         launch = relaunch(args.launch, args.module, args.output)
     except LaunchError as e:
         if not args.record:
@@ -326,10 +342,11 @@ def cmd_compare(args) -> int:
     import json
 
     from rr.run.compare import compare_buffer
-    from rr.run.launch import LaunchError, load_buffers, read_launch
+    from rr.run.frame import comparables
+    from rr.run.launch import LaunchError, load_buffer
 
     try:
-        la, lb = read_launch(args.a), read_launch(args.b)
+        la, lb = ({c.name: c for c in comparables(d)} for d in (args.a, args.b))
     except LaunchError as e:
         if args.record and args.output:  # a failed capture has no buffers: nothing to compare
             from rr.io import write_json
@@ -338,26 +355,28 @@ def cmd_compare(args) -> int:
             print(f"rr: nothing compared: {e}", file=sys.stderr)
             return 0
         raise UserError(str(e)) from None
-    common = [name for name in la.buffers if name in lb.buffers]
+    # in order: a frame's final frame first, then what each layer writes, layer by layer
+    common = [name for name in la if name in lb]
     if not common:
         raise UserError(f"{args.a} and {args.b} have no buffer in common: the runs are not of one launch")
-    only = sorted(set(la.buffers) ^ set(lb.buffers))
+    only = sorted(set(la) ^ set(lb))
     if only:  # e.g. the probe buffer of a probe splice
         print(f"rr: compared the {len(common)} buffers both runs have; not compared: {', '.join(only)}",
               file=sys.stderr)
-    rows = []
-    arrays_a, arrays_b = load_buffers(args.a, la, common), load_buffers(args.b, lb, common)
+    rows, layers = [], {}
     for name in common:
         try:
-            rows.append(compare_buffer(name, arrays_a[name], arrays_b[name], la.buffers[name].dtype))
+            rows.append(compare_buffer(name, load_buffer(la[name].path), load_buffer(lb[name].path), la[name].dtype))
         except ValueError as e:
             raise UserError(str(e)) from None
+        layers[name] = la[name].layer
+    dicts = [{**r.as_dict(), **({"layer": layers[r.buffer]} if layers[r.buffer] else {})} for r in rows]
     if args.output:
         from rr.io import write_json
 
-        write_json(args.output, [r.as_dict() for r in rows])
+        write_json(args.output, dicts)
     if args.json:
-        print(json.dumps([r.as_dict() for r in rows], indent=2))
+        print(json.dumps(dicts, indent=2))
     else:
         print(f"{'buffer':<16} {'dtype':<8} {'identical':<9} {'diff bytes':>12} {'share':>8} "
               f"{'max |a-b|':>10} {'PSNR dB':>8}  first difference")
@@ -367,6 +386,10 @@ def cmd_compare(args) -> int:
             first = "" if r.first_index is None else f"{list(r.first_index)}: {r.first_values[0]:.6g} vs {r.first_values[1]:.6g}"
             print(f"{r.buffer:<16} {r.dtype:<8} {str(r.identical):<9} {r.differing_bytes:>12} "
                   f"{r.differing_share:>8.2%} {mad:>10} {psnr:>8}  {first}")
+        if any(layers.values()):  # two frame runs: the final frame's verdict, and where a difference began
+            differing = next((r for r in rows[1:] if not r.identical), None)
+            print(f"final frame {rows[0].buffer}: {'identical' if rows[0].identical else 'differs'}"
+                  + (f"; first differing layer {layers[differing.buffer]} ({differing.buffer})" if differing else ""))
     return 0 if args.record or all(r.identical for r in rows) else 1
 
 
@@ -437,14 +460,20 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _entry(pattern: str, layer: str) -> str:
+    try:
+        return pattern.format(layer=layer)
+    except (KeyError, IndexError, ValueError):
+        raise UserError(f"--entry-pattern {cut(pattern)!r}: expected a name with {{layer}} in it") from None
+
+
 def cmd_launch(args) -> int:
     from rr.run.launch import write_launch_error
     from rr.synth.inputs import NoLaunch, layer_launch, parse_extents
 
-    try:
-        entry = args.entry_pattern.format(layer=args.layer)
-    except (KeyError, IndexError, ValueError):
-        raise UserError(f"--entry-pattern {cut(args.entry_pattern)!r}: expected a name with {{layer}} in it") from None
+    if args.layer == "frame":
+        return _launch_frame(args)
+    entry = _entry(args.entry_pattern, args.layer)
     module = _resolve(args.corpus, entry)
     try:
         frame = parse_extents(args.frame, pixels=True)
@@ -458,6 +487,62 @@ def cmd_launch(args) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")
+    return 0
+
+
+def _launch_frame(args) -> int:
+    """`rr launch frame CORPUS --frame WxH -o DIR`: the synthetic network's frame layout, each
+    layer's module taken from the corpus."""
+    from rr.run.frame import network_frame, write_frame
+    from rr.synth.family import LAYERS
+    from rr.synth.inputs import parse_extents
+    from rr.synth.network import network_inputs, network_layout
+
+    try:
+        size = parse_extents(args.frame, pixels=True)
+        layout = network_layout(size)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    modules = {spec.name: _resolve(args.corpus, _entry(args.entry_pattern, spec.name)) for spec in LAYERS}
+    frame = network_frame(layout, modules)
+    write_frame(args.output, frame, network_inputs(layout, args.seed), modules, inputs=(args.corpus,))
+    print(f"{args.output}: the frame of {len(frame.layers)} layers over {size[0]}x{size[1]} pixels "
+          f"(input seed {args.seed}), {len(frame.buffers)} buffers")
+    return 0
+
+
+def cmd_frame(args) -> int:
+    """`rr frame LAYOUT --backend B [--replace LAYER=MODULE …] -o OUT`: the whole frame, in one child
+    process, with the given layers' modules replaced."""
+    import tempfile
+
+    from rr.run.frame import read_frame, replace_layer
+    from rr.run.isolate import run_isolated
+    from rr.run.launch import LaunchError
+
+    replacements = []
+    for item in args.replace:
+        layer, _, module = item.partition("=")
+        if not layer or not module:
+            raise UserError(f"--replace {cut(item)!r}: expected LAYER=MODULE")
+        replacements.append((layer, Path(module)))
+    layout = Path(args.layout)
+    try:
+        read_frame(layout)
+        with tempfile.TemporaryDirectory(prefix=".rr-frame-", dir=Path(args.output).resolve().parent) as tmp:
+            for i, (layer, module) in enumerate(replacements):
+                step = Path(tmp) / f"step{i}"
+                replace_layer(layout, layer, module, step)
+                layout = step
+            record = run_isolated(layout, args.output, args.backend, args.timeout)
+    except LaunchError as e:
+        raise UserError(str(e)) from None
+    if record["status"] != "ok":
+        print(f"rr: frame {record['status']}: {record['message']}", file=sys.stderr)
+        return 0 if args.record else 1
+    times = ", ".join(f"{lyr['layer']} {next(iter(lyr['times_ms'].values())):.1f}" for lyr in record["layers"])
+    print(f"{args.output}: frame {record['frame'][0]}x{record['frame'][1]} on {record['backend']} "
+          f"in {record['times_ms']['frame']:.1f} ms ({times} ms)")
     return 0
 
 
@@ -596,6 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")
     s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
+    s.add_argument("--layer", help="for a frame directory: the layer whose module --module replaces")
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
     s.add_argument("--record", action="store_true",
                    help="when LAUNCH cannot be used, write a directory saying why (the runs of it record it) and exit 0")
@@ -658,7 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_report, reads=("summary",), writes="dir")
 
     s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
-    s.add_argument("layer")
+    s.add_argument("layer", help="a layer of the synthetic engine, or `frame`: the whole network's frame layout "
+                   "(every layer's launch over shared buffers, for rr frame / rr run)")
     s.add_argument("corpus", help="a corpus directory made by `rr extract`, or the layer's PTX file")
     s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
     s.add_argument("--seed", type=int, default=7, help="input seed")
@@ -667,6 +754,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_launch, reads=("corpus",), writes="dir")
+
+    s = sub.add_parser("frame", help="run a whole frame (every layer in order on shared buffers), optionally "
+                       "with layers' modules replaced", description=cmd_frame.__doc__.split("\n")[0])
+    s.add_argument("layout", help="a frame directory (rr launch frame CORPUS --frame WxH -o DIR)")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help="default: %(default)s")
+    s.add_argument("--replace", action="append", default=[], metavar="LAYER=MODULE",
+                   help="run LAYER with this module (a splice, a cubin) instead; repeatable")
+    s.add_argument("--timeout", type=_seconds, default=600, help="seconds before the run is killed "
+                   "(default: %(default)s)")
+    s.add_argument("-o", "--output", required=True, help="output directory: the frame with every buffer after it")
+    s.add_argument("--record", action="store_true", help="exit 0 once the run's record is written (for pipelines)")
+    s.set_defaults(func=cmd_frame, reads=("layout",), writes="dir")
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")

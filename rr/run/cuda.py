@@ -59,44 +59,79 @@ def _rgba16f_array(host: np.ndarray, surface: bool):
     return array
 
 
+class DeviceBuffers:
+    """Host arrays made resident on the device on first use, by name: a global buffer as device
+    memory, an RGBA16F image as one CUDA array (made surface-capable, so a surface one launch
+    writes is the texture the next one samples) with its texture and surface objects. A frame's
+    launches share one of these, so what one layer writes the next reads where it is."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.arrays = arrays
+        self.memory: dict = {}  # name -> cupy array, or CUDA array
+        self._objects: dict = {}  # (name, kind) -> texture or surface object
+
+    def handle(self, name: str, kind: str) -> int:
+        """The 64-bit value a kernel parameter holds for the buffer: a device pointer, or a
+        texture or surface object."""
+        import cupy
+        from cupy.cuda import runtime, texture
+
+        host = self.arrays[name]
+        if kind == "buffer":
+            if name not in self.memory:
+                self.memory[name] = cupy.asarray(np.ascontiguousarray(host).view(np.uint8).ravel())
+            return self.memory[name].data.ptr
+        if name not in self.memory:
+            self.memory[name] = _rgba16f_array(host, surface=True)
+        if (name, kind) not in self._objects:
+            res = texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=self.memory[name])
+            if kind == "texture":
+                tex = texture.TextureDescriptor(
+                    (runtime.cudaAddressModeClamp,) * 2, runtime.cudaFilterModePoint,
+                    runtime.cudaReadModeElementType, normalizedCoords=0)
+                self._objects[name, kind] = texture.TextureObject(res, tex)
+            else:
+                self._objects[name, kind] = texture.SurfaceObject(res)
+        return self._objects[name, kind].ptr
+
+    def copy_back(self, name: str) -> np.ndarray:
+        """The buffer as the device holds it now (as it was read, if it never went there)."""
+        import cupy
+
+        host = self.arrays[name]
+        d = self.memory.get(name)
+        if d is None:
+            return host
+        if isinstance(d, cupy.ndarray):
+            return d.get().view(host.dtype).reshape(host.shape)
+        h, w, _ = host.shape
+        back = np.empty((h, w * 4), dtype=np.float16)
+        d.copy_to(back)
+        return back.reshape(h, w, 4)
+
+
 class PreparedLaunch:
     """A launch made ready on the device: module loaded, buffers resident, parameters packed.
-    `launch()` may be called many times (timing); `outputs()` copies back what was written."""
+    `launch()` may be called many times (timing); `outputs()` copies back what was written.
+    `device` shares the buffers of other launches (a frame's layers); `module` is its file."""
 
-    def __init__(self, directory: str | Path, launch: Launch | None = None):
+    def __init__(self, directory: str | Path, launch: Launch | None = None, device: DeviceBuffers | None = None,
+                 module: Path | None = None):
         import cupy
-        from cupy.cuda import driver, runtime, texture
+        from cupy.cuda import driver
 
         self.directory = Path(directory)
         self.launch = launch or read_launch(directory)
-        self.arrays = load_buffers(directory, self.launch)
+        self.device = device or DeviceBuffers(load_buffers(directory, self.launch))
+        self.arrays = self.device.arrays
         cupy.empty(1)  # make the context current before any driver call
-        image = (self.directory / self.launch.module).read_bytes()
+        image = (module or self.directory / self.launch.module).read_bytes()
         if self.launch.module.endswith(".ptx"):
             image += b"\0"
         self.module = driver.moduleLoadData(image)
         self.function = driver.moduleGetFunction(self.module, self.launch.entry)
-        kinds = {f.buffer: f.kind for f in self.launch.fields + self.launch.extra if f.kind != "scalar"}
-        self.device: dict = {}
-        handles: dict[str, int] = {}
-        for name, kind in kinds.items():
-            host = self.arrays[name]
-            if kind == "buffer":
-                d = cupy.asarray(np.ascontiguousarray(host).view(np.uint8).ravel())
-                self.device[name] = d
-                handles[name] = d.data.ptr
-            else:
-                array = _rgba16f_array(host, surface=kind == "surface")
-                res = texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)
-                if kind == "texture":
-                    tex = texture.TextureDescriptor(
-                        (runtime.cudaAddressModeClamp,) * 2, runtime.cudaFilterModePoint,
-                        runtime.cudaReadModeElementType, normalizedCoords=0)
-                    obj = texture.TextureObject(res, tex)
-                else:
-                    obj = texture.SurfaceObject(res)
-                self.device[name] = (array, obj)
-                handles[name] = obj.ptr
+        handles = {f.buffer: self.device.handle(f.buffer, f.kind)
+                   for f in self.launch.fields + self.launch.extra if f.kind != "scalar"}
         # Keep the parameter images and the pointer array alive as long as the launch object.
         self._images = [np.frombuffer(b, dtype=np.uint8).copy() for b in param_images(self.launch, handles)]
         self._pointers = np.array([img.ctypes.data for img in self._images], dtype=np.uint64)
@@ -112,17 +147,8 @@ class PreparedLaunch:
         """Every buffer after the run: written ones copied back, the others as they were read."""
         out = dict(self.arrays)
         for name, b in self.launch.buffers.items():
-            if b.role == "in" or name not in self.device:
-                continue
-            host = self.arrays[name]
-            d = self.device[name]
-            if isinstance(d, tuple):
-                h, w, _ = host.shape
-                back = np.empty((h, w * 4), dtype=np.float16)
-                d[0].copy_to(back)
-                out[name] = back.reshape(h, w, 4)
-            else:
-                out[name] = d.get().view(host.dtype).reshape(host.shape)
+            if b.role != "in":
+                out[name] = self.device.copy_back(name)
         return out
 
 

@@ -36,11 +36,18 @@ def _died(child: subprocess.CompletedProcess, backend: str, what: str) -> dict:
             "message": f"the {what} process died (exit {child.returncode}): " + " | ".join(tail)}
 
 
+def read_launch_or_frame(directory):
+    """A launch directory's Launch, or a frame directory's Frame (rr.run.frame)."""
+    from rr.run.frame import is_frame, read_frame
+
+    return read_frame(directory) if is_frame(directory) else read_launch(directory)
+
+
 def _bad_launches(backend: str, *directories) -> dict | None:
     """The bad_launch (or io_error) record of the first launch directory that does not read."""
     for d in directories:
         try:
-            read_launch(d)
+            read_launch_or_frame(d)
         except LaunchError as e:
             return {"status": e.status, "backend": backend, "message": str(e)}
         except OSError as e:
@@ -136,7 +143,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     try:
         device_info()
         for d in (reference, other):
-            read_launch(d)
+            read_launch_or_frame(d)
     except NoDevice as e:
         return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
     except LaunchError as e:
@@ -173,13 +180,15 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
 
 def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
     from rr.run.cuda import NoDevice
+    from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 
-    launch = read_launch(launch_dir)
+    frame = is_frame(launch_dir)
+    launch = None if frame else read_launch(launch_dir)
     if backend == "cpu":
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
 
         try:
-            record, outputs = run_cpu(launch_dir, progress=True)
+            record, outputs = run_frame_cpu(launch_dir, progress=True) if frame else run_cpu(launch_dir, progress=True)
         except CpuUnsupported as e:
             return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
@@ -188,7 +197,7 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
         try:
             from rr.run.cuda import run_cuda
 
-            record, outputs = run_cuda(launch_dir)
+            record, outputs = run_frame_cuda(launch_dir) if frame else run_cuda(launch_dir)
         except NoDevice as e:
             return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
         except (LaunchError, OSError):
@@ -198,7 +207,10 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
     else:
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
-    write_launch(out, launch, outputs, launch_dir / launch.module)
+    if frame:
+        write_frame_outputs(out, launch_dir, outputs)
+    else:
+        write_launch(out, launch, outputs, launch_dir / launch.module)
     return finish(record, 0)
 
 

@@ -125,7 +125,7 @@ def read_launch(directory: str | Path) -> Launch:
     leave the parameter block, scalar values that do not fit their dtype, buffers that are named
     but not described, files that are not there. Every failure is a LaunchError naming the file,
     the key and the value."""
-    from rr.validation import cut, read_json, schema, validate
+    from rr.validation import cut, read_json
 
     directory = Path(directory)
     path = directory / "launch.json"
@@ -140,7 +140,15 @@ def read_launch(directory: str | Path) -> Launch:
         raw = read_json(path)
     except InvalidInput as e:
         raise LaunchError(str(e)) from None
-    where = str(path)
+    return parse_launch(raw, directory, str(path))
+
+
+def parse_launch(raw, directory: str | Path, where: str) -> Launch:
+    """A launch description's JSON object checked as `read_launch` checks launch.json (a frame's
+    layers use it for theirs); `where` names it in errors."""
+    from rr.validation import cut, schema, validate
+
+    directory = Path(directory)
     validate(raw, schema("launch.schema.json"), where, LaunchError)
 
     def refuse(message: str):

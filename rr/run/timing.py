@@ -70,13 +70,20 @@ def _series(samples: list[float], throttled: int) -> Series:
                   n, throttled)
 
 
+def _prepared(directory: str):
+    """A launch, or a whole frame (rr.run.frame), made ready to be launched again and again."""
+    from rr.run.frame import PreparedFrame, is_frame
+
+    return PreparedFrame(directory) if is_frame(directory) else PreparedLaunch(directory)
+
+
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
               warmup: int = 5, min_samples: int = 50) -> dict:
     import cupy
     from cupy.cuda import runtime
 
     info = device_info()
-    launches = [PreparedLaunch(dir_a), PreparedLaunch(dir_b)]
+    launches = [_prepared(dir_a), _prepared(dir_b)]
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])

@@ -50,14 +50,25 @@ def prepare(module_text: str, entry: str):
 
 def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANES,
             progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
+    """Run the launch directory's kernel once: (run record, every buffer after the run)."""
     directory = Path(directory)
-    t0 = time.perf_counter()
     launch = read_launch(directory)
-    if launch.module.endswith(".cubin"):
-        raise CpuUnsupported(f"{directory / launch.module}: the cpu backend runs PTX, not a cubin")
     # fresh arrays from disk, written in place through byte views: C order (copied only if not)
     arrays = {k: np.ascontiguousarray(v) for k, v in load_buffers(directory, launch).items()}
-    program, ctx = prepare((directory / launch.module).read_text(), launch.entry)
+    record = run_cpu_launch(launch, directory / launch.module, arrays, mma, max_lanes, progress)
+    return record, arrays
+
+
+def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str = "exact",
+                   max_lanes: int = MAX_LANES, progress: bool = False) -> dict:
+    """Run one launch on `arrays` (C-ordered, by buffer name), which it updates in place — a
+    frame passes the same arrays from one layer's launch to the next; returns the run record."""
+    from rr.ptx.parser import read_text
+
+    t0 = time.perf_counter()
+    if launch.module.endswith(".cubin"):
+        raise CpuUnsupported(f"{module}: the cpu backend runs PTX, not a cubin")
+    program, ctx = prepare(read_text(module), launch.entry)
 
     handles, buffers, images = {}, [], []
     for f in launch.fields + launch.extra:
@@ -95,7 +106,7 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
               "statements": len(program.ops), "lanes": lanes, "lane_statements": lane_steps,
               "unwritten_registers": [f"{r} first read at {w}" for r, w in sorted(unwritten.items())],
               "times_ms": {"prepare": (t1 - t0) * 1e3, "run": (t2 - t1) * 1e3}}
-    return record, arrays
+    return record
 
 
-__all__ = ["run_cpu", "prepare", "CpuUnsupported", "ExecutionError"]
+__all__ = ["run_cpu", "run_cpu_launch", "prepare", "CpuUnsupported", "ExecutionError"]

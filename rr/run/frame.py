@@ -1,0 +1,319 @@
+"""Frames: a network's launches in order over shared buffers — what a whole denoised frame is.
+
+A frame directory holds `frame.json`, one `.npy` file per buffer and one module per layer:
+
+    {
+      "frame": [W, H], "final": "frame",
+      "buffers": {"noisy": {"file": "noisy.npy", "format": "rgba16f", "dtype": "float16",
+                            "producer": "host", "consumers": ["enc0", "dec0"], "role": "..."}, …},
+      "layers": [{"layer": "enc0", "launch": {…launch.json of the layer…}}, …]
+    }
+
+Each layer's `launch` is a launch description (docs/formats.md) whose buffers are files of the
+frame, so binding one buffer in two layers is passing one device pointer (or one CUDA array, for a
+surface one layer writes and the next samples as a texture). `rr run` runs a frame in one child
+process, the layers in order — on the GPU the buffers stay on the device between launches — and
+writes every buffer after the frame; `rr relaunch --layer L --module X` replaces one layer's
+module; `rr compare` compares two frame runs, the final frame first; `rr time` times whole frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rr.run.launch import Buffer, Field, Launch, LaunchError, load_buffer, parse_launch, save_buffer
+
+FRAME_FILE = "frame.json"
+
+
+@dataclass(frozen=True)
+class FrameBuffer:
+    name: str
+    file: str
+    format: str | None  # rgba16f for an image
+    dtype: str | None  # how its bytes compare: e4m3, float16, … (None: raw bytes)
+    producer: str  # the layer that writes it, or "host"
+    consumers: tuple
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class FrameLayer:
+    layer: str
+    launch: Launch
+
+
+@dataclass(frozen=True)
+class Frame:
+    frame: tuple
+    final: str
+    buffers: dict  # name -> FrameBuffer, in frame order
+    layers: tuple  # FrameLayer, in the order they run
+
+    def layer(self, name: str) -> FrameLayer:
+        for lyr in self.layers:
+            if lyr.layer == name:
+                return lyr
+        raise LaunchError(f"no layer {name!r} in the frame (layers: {', '.join(lyr.layer for lyr in self.layers)})")
+
+    def to_json(self) -> dict:
+        return {
+            "frame": list(self.frame), "final": self.final,
+            "buffers": {b.name: {k: v for k, v in (("file", b.file), ("format", b.format), ("dtype", b.dtype),
+                                                    ("producer", b.producer), ("consumers", list(b.consumers)),
+                                                    ("role", b.role)) if v is not None}
+                        for b in self.buffers.values()},
+            "layers": [{"layer": lyr.layer, "launch": lyr.launch.to_json()} for lyr in self.layers],
+        }
+
+
+def is_frame(directory: str | Path) -> bool:
+    return (Path(directory) / FRAME_FILE).is_file()
+
+
+def read_frame(directory: str | Path) -> Frame:
+    """Read and check `directory/frame.json`: every layer's launch as `read_launch` checks one,
+    its buffers the frame's, each buffer file and module present."""
+    from rr.validation import InvalidInput, cut, read_json
+
+    directory = Path(directory)
+    path = directory / FRAME_FILE
+    try:
+        raw = read_json(path)
+    except InvalidInput as e:
+        raise LaunchError(str(e)) from None
+    where = str(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("buffers"), dict) or not isinstance(raw.get("layers"), list):
+        raise LaunchError(f"{where}: expected an object with `buffers` (an object) and `layers` (a list)")
+    frame = raw.get("frame")
+    if not (isinstance(frame, list) and len(frame) == 2 and all(isinstance(x, int) and x > 0 for x in frame)):
+        raise LaunchError(f"{where}: frame: expected [width, height] in pixels, got {cut(repr(frame))}")
+    buffers = {}
+    for name, b in raw["buffers"].items():
+        if not isinstance(b, dict) or not isinstance(b.get("file"), str) or "/" in b["file"] or \
+                not b["file"].endswith(".npy"):
+            raise LaunchError(f"{where}: buffers.{cut(name)}: expected an object whose file is a .npy name in {directory}")
+        if not (directory / b["file"]).is_file():
+            raise LaunchError(f"{where}: buffers.{cut(name)}.file {b['file']!r}: no such file in {directory}")
+        buffers[name] = FrameBuffer(name, b["file"], b.get("format"), b.get("dtype"), str(b.get("producer", "host")),
+                                    tuple(b.get("consumers", ())), str(b.get("role", "")))
+    layers = []
+    for i, entry in enumerate(raw["layers"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("layer"), str):
+            raise LaunchError(f"{where}: layers[{i}]: expected an object with `layer` and `launch`")
+        launch = parse_launch(entry.get("launch"), directory, f"{where}: layers[{i}].launch")
+        for name, b in launch.buffers.items():
+            if name not in buffers or buffers[name].file != b.file:
+                raise LaunchError(f"{where}: layers[{i}].launch.buffers.{cut(name)}: not the frame's buffer of "
+                                  f"that name (file {b.file!r})")
+        layers.append(FrameLayer(entry["layer"], launch))
+    final = raw.get("final")
+    if final not in buffers:
+        raise LaunchError(f"{where}: final: {cut(repr(final))} is not one of the frame's buffers")
+    if len({lyr.layer for lyr in layers}) != len(layers):
+        raise LaunchError(f"{where}: layers: a layer is named twice")
+    return Frame(tuple(frame), final, buffers, tuple(layers))
+
+
+def load_frame_buffers(directory: str | Path, frame: Frame) -> dict[str, np.ndarray]:
+    """Every buffer of the frame, C-ordered (the cpu backend writes into them in place)."""
+    return {name: np.ascontiguousarray(load_buffer(Path(directory) / b.file)) for name, b in frame.buffers.items()}
+
+
+def write_frame(directory: str | Path, frame: Frame, arrays: dict[str, np.ndarray], modules: dict,
+                inputs=()) -> None:
+    """A frame directory (whole or not at all): frame.json, the buffers, each layer's module
+    (`modules[layer]`: the file to copy in as the layer's launch's module)."""
+    from rr.io import atomic_dir, json_text
+
+    with atomic_dir(directory, inputs=inputs) as tmp:
+        for name, b in frame.buffers.items():
+            save_buffer(tmp / b.file, arrays[name])
+        for lyr in frame.layers:
+            shutil.copyfile(modules[lyr.layer], tmp / lyr.launch.module)
+        (tmp / FRAME_FILE).write_text(json_text(frame.to_json()))
+
+
+def network_frame(layout, modules: dict) -> Frame:
+    """The Frame of a `rr.synth.network.NetworkLayout` (its launches name the frame's buffers)."""
+    buffers = {name: FrameBuffer(name, _file(name), b.format, b.element, b.producer, b.consumers, b.role)
+               for name, b in layout.buffers.items()}
+    layers = []
+    for lyr in layout.layers:
+        launch = lyr.launch
+        named = {n: Buffer(n, _file(n), b.role, b.format, b.dtype) for n, b in launch.buffers.items()}
+        module = f"{lyr.layer}{Path(modules[lyr.layer]).suffix or '.ptx'}"
+        layers.append(FrameLayer(lyr.layer, _with(launch, module=module, buffers=named)))
+    return Frame(tuple(layout.frame), layout.final, buffers, tuple(layers))
+
+
+def _file(name: str) -> str:
+    return f"{name}.npy"
+
+
+def _with(launch: Launch, **changes) -> Launch:
+    from dataclasses import replace
+
+    return replace(launch, **changes)
+
+
+def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Path) -> Frame:
+    """`src` with one layer's module replaced (a splice of its kernel, a cubin): the buffers
+    hard-linked (copied across file systems), the other modules copied. A probe splice's module
+    also gets its probe buffer `<layer>.probe` (zeros) as an extra kernel parameter."""
+    from rr.io import atomic_dir, json_text
+    from rr.run.launch import _probe_of
+
+    src, module, out = Path(src), Path(module), Path(out)
+    frame = read_frame(src)
+    target = frame.layer(layer)
+    if not module.is_file():
+        raise LaunchError(f"{module}: no such module file")
+    launch = target.launch
+    buffers, extra, probe = dict(frame.buffers), launch.extra, _probe_of(module)
+    layer_buffers = dict(launch.buffers)
+    if probe:
+        name = f"{layer}.probe"
+        buffers[name] = FrameBuffer(name, _file(name), None, "uint32", layer, (), "probe")
+        layer_buffers[name] = Buffer(name, _file(name), "out", dtype="uint32")
+        extra = extra + (Field("buffer", 0, buffer=name),)
+    replaced = _with(launch, module=f"{layer}.replaced{module.suffix}", buffers=layer_buffers, extra=extra)
+    layers = tuple(FrameLayer(lyr.layer, replaced) if lyr.layer == layer else lyr for lyr in frame.layers)
+    new = Frame(frame.frame, frame.final, buffers, layers)
+    with atomic_dir(out, inputs=(src, module)) as tmp:
+        for b in frame.buffers.values():
+            try:
+                os.link(src / b.file, tmp / b.file)
+            except OSError:
+                shutil.copyfile(src / b.file, tmp / b.file)
+        for lyr in frame.layers:
+            if lyr.layer != layer:
+                shutil.copyfile(src / lyr.launch.module, tmp / lyr.launch.module)
+        shutil.copyfile(module, tmp / replaced.module)
+        if probe:
+            g, b = launch.grid, launch.block
+            save_buffer(tmp / _file(f"{layer}.probe"),
+                        np.zeros((g[0] * g[1] * g[2], b[0] * b[1] * b[2], probe["words_per_thread"]), np.uint32))
+        (tmp / FRAME_FILE).write_text(json_text(new.to_json()))
+    return new
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
+    """Every layer on the cpu backend, in order, on one set of arrays: (record, buffers after)."""
+    from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu_launch
+
+    directory = Path(directory)
+    frame = read_frame(directory)
+    arrays = load_frame_buffers(directory, frame)
+    layers = []
+    t0 = time.perf_counter()
+    for lyr in frame.layers:
+        try:
+            record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, progress=progress)
+        except (CpuUnsupported, ExecutionError) as e:
+            raise type(e)(f"layer {lyr.layer}: {e}") from None
+        layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
+                       "unwritten_registers": record["unwritten_registers"]})
+    return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame),
+            "device": {"name": "rr PTX interpreter (numpy)", "mma_model": "exact"}, "layers": layers,
+            "times_ms": {"frame": (time.perf_counter() - t0) * 1e3}}, arrays
+
+
+class PreparedFrame:
+    """Every layer of a frame made ready on the device over one set of resident buffers;
+    `launch_async` runs the whole frame (timing), `outputs` copies every buffer back."""
+
+    def __init__(self, directory: str | Path):
+        from rr.run.cuda import DeviceBuffers, PreparedLaunch
+
+        self.directory = Path(directory)
+        self.frame = read_frame(directory)
+        self.device = DeviceBuffers(load_frame_buffers(directory, self.frame))
+        self.layers = [PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers]
+
+    def launch_async(self, stream: int = 0) -> None:
+        for p in self.layers:
+            p.launch_async(stream)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {name: self.device.copy_back(name) for name in self.frame.buffers}
+
+
+def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The frame on the GPU: each layer launched and synchronised in turn (a fault names its
+    layer), the buffers on the device throughout, copied back at the end."""
+    from cupy.cuda import runtime
+
+    from rr.run.cuda import device_info
+
+    info = device_info()
+    t0 = time.perf_counter()
+    prepared = PreparedFrame(directory)
+    t1 = time.perf_counter()
+    layers = []
+    for lyr, p in zip(prepared.frame.layers, prepared.layers):
+        start = time.perf_counter()
+        try:
+            p.launch_async()
+            runtime.deviceSynchronize()
+        except Exception as e:
+            raise RuntimeError(f"layer {lyr.layer}: {type(e).__name__}: {e}") from e
+        layers.append({"layer": lyr.layer, "times_ms": {"launch_and_sync": (time.perf_counter() - start) * 1e3}})
+    t2 = time.perf_counter()
+    outputs = prepared.outputs()
+    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame), "device": info,
+            "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
+                                           "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs
+
+
+def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray]) -> None:
+    """A frame run's output: the frame as it was launched, with every buffer as it was after."""
+    frame = read_frame(directory)
+    for name, b in frame.buffers.items():
+        save_buffer(out / b.file, outputs[name])
+    for lyr in frame.layers:
+        shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)
+    (out / FRAME_FILE).write_text(json.dumps(frame.to_json(), indent=2) + "\n")
+
+
+# -- comparing --------------------------------------------------------------------------------------
+
+def comparison_order(frame: Frame) -> list[str]:
+    """The buffers two frame runs are compared in: the final frame first, then what each layer
+    writes, layer by layer in frame order (so the first that differs names where it began)."""
+    written = [n for lyr in frame.layers for n, b in lyr.launch.buffers.items() if b.role != "in"]
+    return [frame.final] + [n for n in dict.fromkeys(written) if n != frame.final]
+
+
+@dataclass(frozen=True)
+class Comparable:
+    """One buffer of a run as `rr compare` reads it."""
+
+    name: str
+    path: Path
+    dtype: str | None
+    layer: str | None  # for a frame: the layer that writes it ("host" for an input)
+
+
+def comparables(directory: str | Path) -> list[Comparable]:
+    """The buffers of a run (a launch's, or a frame's in `comparison_order`, then its inputs)."""
+    from rr.run.launch import read_launch
+
+    directory = Path(directory)
+    if not is_frame(directory):
+        launch = read_launch(directory)
+        return [Comparable(n, directory / b.file, b.dtype, None) for n, b in launch.buffers.items()]
+    frame = read_frame(directory)
+    order = comparison_order(frame)
+    order += [n for n in frame.buffers if n not in order]
+    return [Comparable(n, directory / frame.buffers[n].file, frame.buffers[n].dtype, frame.buffers[n].producer)
+            for n in order]

@@ -1,0 +1,142 @@
+"""Frames: layers run in order over shared buffers (rr/run/frame.py) — what one layer writes, the
+next reads, a surface written by one is the texture the next samples; one layer's module replaced
+(`rr relaunch --layer`, `rr frame --replace`); two frame runs compared final frame first, naming
+the first layer whose outputs differ; bad frame directories named. On nvcc-built layers
+(tests/cuda/frame_layers.cu) and, for the network, the synthetic engine's eleven layers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rr.run.frame import Frame, FrameBuffer, FrameLayer, read_frame, write_frame
+from rr.run.launch import Buffer, Field, Launch, LaunchError
+
+K = 3.0
+THREADS = 64
+
+
+def _rr(*args):
+    return subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def _frame(ptx: Path, out: Path, x: np.ndarray) -> Path:
+    """The two-layer frame of frame_layers.cu over the input x."""
+    buf = lambda n, role, fmt=None, dt=None: Buffer(n, f"{n}.npy", role, fmt, dt)  # noqa: E731
+    scale = Launch("frame_scale", "scale.ptx", (1, 1, 1), (THREADS, 1, 1),
+                   (Field("buffer", buffer="x"), Field("buffer", buffer="y"), Field("scalar", 0, "float32", (K,)),
+                    Field("surface", buffer="image")),
+                   {"x": buf("x", "in", dt="float32"), "y": buf("y", "out", dt="float32"),
+                    "image": buf("image", "out", "rgba16f", "float16")}, layout="list")
+    blend = Launch("frame_blend", "blend.ptx", (1, 1, 1), (THREADS, 1, 1),
+                   (Field("buffer", buffer="y"), Field("texture", buffer="image"), Field("buffer", buffer="z")),
+                   {"y": buf("y", "in", dt="float32"), "image": buf("image", "in", "rgba16f", "float16"),
+                    "z": buf("z", "out", dt="float32")}, layout="list")
+    buffers = {"x": FrameBuffer("x", "x.npy", None, "float32", "host", ("scale",)),
+               "y": FrameBuffer("y", "y.npy", None, "float32", "scale", ("blend",)),
+               "image": FrameBuffer("image", "image.npy", "rgba16f", "float16", "scale", ("blend",)),
+               "z": FrameBuffer("z", "z.npy", None, "float32", "blend", ())}
+    frame = Frame((8, 8), "z", buffers, (FrameLayer("scale", scale), FrameLayer("blend", blend)))
+    arrays = {"x": x, "y": np.zeros(THREADS, np.float32), "image": np.zeros((8, 8, 4), np.float16),
+              "z": np.zeros(THREADS, np.float32)}
+    write_frame(out, frame, arrays, {"scale": ptx, "blend": ptx})
+    return out
+
+
+def _expected(x: np.ndarray, offset: float = 0.0) -> np.ndarray:
+    y = (x * np.float32(K) + np.float32(offset)).astype(np.float32)
+    return (y + y.astype(np.float16).astype(np.float32)).astype(np.float32)
+
+
+@pytest.fixture
+def x():
+    return np.random.default_rng(5).uniform(-4, 4, THREADS).astype(np.float32)
+
+
+def test_a_frame_runs_its_layers_in_order_on_shared_buffers(nvcc_ptx, tmp_path, x):
+    # blend reads the y that scale wrote and samples the surface scale painted as its texture
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    r = _rr("run", layout, "--backend", "cpu", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    out = read_frame(tmp_path / "out")
+    assert [lyr.layer for lyr in out.layers] == ["scale", "blend"]
+    z = np.load(tmp_path / "out" / "z.npy")
+    assert np.array_equal(z.view(np.uint32), _expected(x).view(np.uint32))
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["status"] == "ok" and [lyr["layer"] for lyr in record["layers"]] == ["scale", "blend"]
+    assert np.array_equal(np.load(tmp_path / "layout" / "z.npy"), np.zeros(THREADS, np.float32))  # input untouched
+
+
+def test_a_replaced_layer_changes_the_frame_and_the_comparison_names_where(nvcc_ptx, tmp_path, x):
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    variant = nvcc_ptx("frame_layers", "-DOFFSET=0.5f")
+    assert _rr("run", layout, "--backend", "cpu", "-o", tmp_path / "ref").returncode == 0
+    r = _rr("frame", layout, "--backend", "cpu", "--replace", f"scale={variant}", "-o", tmp_path / "spliced")
+    assert r.returncode == 0, r.stderr
+    z = np.load(tmp_path / "spliced" / "z.npy")
+    assert np.array_equal(z.view(np.uint32), _expected(x, 0.5).view(np.uint32))
+    r = _rr("compare", tmp_path / "ref", tmp_path / "spliced", "--json")
+    rows = json.loads(r.stdout)
+    assert r.returncode == 1 and rows[0]["buffer"] == "z" and not rows[0]["identical"]  # the final frame first
+    first = next(row for row in rows[1:] if not row["identical"])
+    assert (first["buffer"], first["layer"]) == ("y", "scale")
+    text = _rr("compare", tmp_path / "ref", tmp_path / "spliced").stdout
+    assert "final frame z: differs; first differing layer scale (y)" in text
+    # the same module put back: identical, and relaunch --layer is the same replacement
+    assert _rr("relaunch", layout, "--layer", "scale", "--module", nvcc_ptx("frame_layers"),
+               "-o", tmp_path / "same").returncode == 0
+    assert _rr("run", tmp_path / "same", "--backend", "cpu", "-o", tmp_path / "same.out").returncode == 0
+    assert _rr("compare", tmp_path / "ref", tmp_path / "same.out").returncode == 0
+
+
+def test_bad_frame_directories_are_named(nvcc_ptx, tmp_path, x):
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    raw = json.loads((layout / "frame.json").read_text())
+    raw["layers"][1]["launch"]["buffers"]["y"]["file"] = "other.npy"
+    (layout / "frame.json").write_text(json.dumps(raw))
+    with pytest.raises(LaunchError, match=r"layers\[1\]\.launch\.buffers\.y: not the frame's buffer"):
+        read_frame(layout)
+    r = _rr("run", layout, "--backend", "cpu", "-o", tmp_path / "out")
+    assert r.returncode == 1 and "bad_launch" in r.stderr
+    raw["layers"][1]["launch"]["buffers"]["y"]["file"] = "y.npy"
+    raw["final"] = "nothing"
+    (layout / "frame.json").write_text(json.dumps(raw))
+    with pytest.raises(LaunchError, match="final: 'nothing' is not one of the frame's buffers"):
+        read_frame(layout)
+    r = _rr("relaunch", tmp_path / "layout", "--module", nvcc_ptx("frame_layers"), "-o", tmp_path / "x")
+    assert r.returncode == 2 and "--layer" in r.stderr
+
+
+@pytest.mark.gpu
+def test_a_frame_gives_the_same_bytes_on_the_gpu(gpu, nvcc_ptx, tmp_path, x):
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    for backend in ("cpu", "cuda"):
+        assert _rr("run", layout, "--backend", backend, "-o", tmp_path / backend).returncode == 0
+    assert _rr("compare", tmp_path / "cpu", tmp_path / "cuda").returncode == 0
+    z = np.load(tmp_path / "cuda" / "z.npy")
+    assert np.array_equal(z.view(np.uint32), _expected(x).view(np.uint32))
+
+
+@pytest.mark.gpu
+def test_the_network_frame_on_the_gpu_equals_its_model(gpu, tmp_path):
+    # the eleven layers of the synthetic engine at 64x64 pixels, buffers resident between launches
+    from rr.run.frame import load_frame_buffers
+    from rr.synth.network import network_inputs, network_layout, network_model
+
+    assert _rr("synth", "engine", "-o", tmp_path / "engine.bin").returncode == 0
+    assert _rr("extract", tmp_path / "engine.bin", "-o", tmp_path / "corpus").returncode == 0
+    assert _rr("launch", "frame", tmp_path / "corpus", "--frame", "64x64", "-o", tmp_path / "layout").returncode == 0
+    r = _rr("run", tmp_path / "layout", "--backend", "cuda", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    layout = network_layout((64, 64))
+    model = network_model(network_inputs(layout), layout)
+    got = load_frame_buffers(tmp_path / "out", read_frame(tmp_path / "out"))
+    # the GPU's e4m3 mma rounds as the hardware does (the numerics issue): the final frame close,
+    # not bit-equal, to the exact-sum model
+    final = got["frame"].astype(np.float32)
+    assert np.isfinite(final).all() and np.abs(final - model["frame"].astype(np.float32)).max() < 0.25
