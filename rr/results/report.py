@@ -7,8 +7,8 @@ Snakemake report shows (workflow/report/ holds the captions):
 * `identity.png` — per recipe a layer × phase grid of the recipe's check verdicts: passed (with
   `=` for a byte-identical frame, else the worst buffer's PSNR), failed (with the check or stage
   that failed), or not measured;
-* `ratios.png` — time ratio spliced/reference per phase and recipe, the noise as error bars (or why
-  there is no timing);
+* `ratios.png` — per layer, each recipe's time ratio spliced/reference over the phases, the noise
+  as error bars (or why there is no timing);
 * `compile.png` and `compile.html` — the splice's ptxas figures against the unspliced kernel's:
   registers, spill stores, spill loads, stack, shared and constant memory, and the deltas;
 * `phases_<layer>.html` / `.csv` — the layer's phase table; `summary.html` / `summary.csv` —
@@ -21,6 +21,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import pyarrow as pa
@@ -164,8 +165,6 @@ def _ratio_figure(rows: list[dict], recipes: list[str], out: Path, plt) -> Path:
 
 
 def _wrap(text: str, width: int = 70) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
 
 
