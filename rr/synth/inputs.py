@@ -124,7 +124,7 @@ def layer_launch_spec(layer: str, extents: tuple[int, int], out_extents: tuple[i
     (default: the same name); textures and surfaces are RGBA16F."""
     from rr.run.launch import Buffer, Field, Launch
 
-    spec, lay = layer_spec(layer), L.layer_layout(layer)
+    lay = L.layer_layout(layer)
     names = names or {}
     ex, ey = extents
     fields, buffers = [], {}
@@ -143,7 +143,6 @@ def layer_launch_spec(layer: str, extents: tuple[int, int], out_extents: tuple[i
             buffers[bname] = Buffer(bname, f"{bname}.npy", "out" if name in _WRITTEN else "in",
                                     format="rgba16f" if image else None,
                                     dtype="float16" if image else ("e4m3" if name in _E4M3_BUFFERS else None))
-    del spec
     return Launch(entry=lay.entry, module=module, grid=(-(-ex // 8), -(-ey // 8), 1), block=L.BLOCK,
                   fields=tuple(fields), buffers=buffers, layout="block", params_size=L.PARAM_BYTES)
 
