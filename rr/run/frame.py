@@ -75,7 +75,10 @@ class Frame:
 
 
 def is_frame(directory: str | Path) -> bool:
-    return (Path(directory) / FRAME_FILE).is_file()
+    """A frame directory: frame.json and no launch.json (a single layer's launch directory keeps
+    a frame.json of its own that says which frame it covers)."""
+    directory = Path(directory)
+    return (directory / FRAME_FILE).is_file() and not (directory / "launch.json").is_file()
 
 
 def read_frame(directory: str | Path) -> Frame:
