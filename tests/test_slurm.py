@@ -27,7 +27,8 @@ from conftest import PTXAS
 from slurm.cluster import missing, single_node_cluster
 from test_workflow import ROOT, _configure, _copy_workflow, _small_cpu_config
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+NO_SLURM = missing()
+pytestmark = pytest.mark.skipif(NO_SLURM is not None, reason=str(NO_SLURM))
 
 TARGET = "results/enc2_phase8.parquet"  # the README's main target
 SAMPLE_TARGET = "results/sample_phase2.parquet"
@@ -74,14 +75,27 @@ def _fit_profile(workdir, cluster):
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
 
 
-def _start(workdir, env, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+@pytest.fixture(scope="module")
+def snakemake():
+    """start(workdir, env, *args): a snakemake process; one still running when the module's tests
+    are done (after a failure in a fixture) is killed, before the cluster stops."""
+    started = []
+
+    def start(workdir, env, *args) -> subprocess.Popen:
+        started.append(subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        return started[-1]
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
-def _start_on_slurm(workdir, cluster, *args, env=None) -> subprocess.Popen:
-    return _start(workdir, env or cluster.env, "--workflow-profile", "profiles/slurm", "--slurm-status-command",
-                  "squeue", "--slurm-init-seconds-before-status-checks", "4", *args)
+def _on_slurm(start, workdir, cluster, *args, env=None) -> subprocess.Popen:
+    return start(workdir, env or cluster.env, "--workflow-profile", "profiles/slurm", "--slurm-status-command",
+                 "squeue", "--slurm-init-seconds-before-status-checks", "4", *args)
 
 
 def _finish(process: subprocess.Popen) -> str:
@@ -127,7 +141,7 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def runs(cluster, tmp_path_factory):
+def runs(cluster, snakemake, tmp_path_factory):
     """All at once, as most of a SLURM run's time is waiting for the next status check: the main
     target on the cpu backend locally and through the SLURM profile, where the first invocation
     has its reference capture cancelled while it runs and the next one finishes the target; and
@@ -141,10 +155,10 @@ def runs(cluster, tmp_path_factory):
     _configure(no_gpu, layers=["sample"], recipes=RECIPES, frame="128x128")
     for workdir in (on_slurm, no_gpu):
         _fit_profile(workdir, cluster)
-    local_run = _start(local, None, "--cores", "1", TARGET)
-    no_gpu_run = _start_on_slurm(no_gpu, cluster, SAMPLE_TARGET, env={**cluster.env, "CUDA_VISIBLE_DEVICES": ""})
+    local_run = snakemake(local, None, "--cores", "1", TARGET)
+    no_gpu_run = _on_slurm(snakemake, no_gpu, cluster, SAMPLE_TARGET, env={**cluster.env, "CUDA_VISIBLE_DEVICES": ""})
     # the profile pins backend=cuda; --config replaces that, as the README says
-    first = _start_on_slurm(on_slurm, cluster, TARGET, "--config", "backend=cpu")
+    first = _on_slurm(snakemake, on_slurm, cluster, TARGET, "--config", "backend=cpu")
 
     def running_reference():
         return [j for j in cluster.jobs() if j["comment"] == "rule_capture_reference_wildcards_enc2"
@@ -156,7 +170,7 @@ def runs(cluster, tmp_path_factory):
     (cancelled,) = running_reference()
     cluster.run("scancel", str(cancelled["job_id"]))
     first = _finish_on_slurm(first, cluster)
-    again = _finish_on_slurm(_start_on_slurm(on_slurm, cluster, TARGET, "--config", "backend=cpu"), cluster)
+    again = _finish_on_slurm(_on_slurm(snakemake, on_slurm, cluster, TARGET, "--config", "backend=cpu"), cluster)
     local_out = _finish(local_run)
     assert local_run.returncode == 0, local_out[-3000:]
     return Runs(local, local_out, on_slurm, cancelled, first, again, no_gpu, _finish_on_slurm(no_gpu_run, cluster))

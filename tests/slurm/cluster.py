@@ -38,6 +38,10 @@ def missing() -> str | None:
         return f"SLURM is not installed: {NODE_CONF_DIR} is missing"
     if os.geteuid() != 0:
         return "slurmd starts each job as its user, which only root may do: run the SLURM tests as root"
+    try:
+        subprocess.run(_in_node_namespace(TEMPLATES, ["true"]), check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"no mount namespace for the node's configuration here (unshare --mount, mount --bind): {e}"
     return None
 
 
@@ -110,13 +114,13 @@ def _write_config(root: Path, node: str, gpu_model: str, gpus: int) -> Path:
     return root / "etc" / "slurm.conf"
 
 
-def _in_node_namespace(conf: Path, command: list[str]) -> list[str]:
-    """`command` where the node's programs look for their configuration: in a mount namespace of
-    its own whose NODE_CONF_DIR is the directory of `conf`. Jobs inherit it; so does the `srun`
-    the executor plugin runs in each job, which finds no other way (the plugin's job step drops
-    SLURM_CONF from its environment, as a real node has its configuration there)."""
+def _in_node_namespace(conf_dir: Path, command: list[str]) -> list[str]:
+    """`command` in a mount namespace of its own where NODE_CONF_DIR, where the node's programs
+    look for their configuration, is `conf_dir`. The jobs inherit it; so does the `srun` the
+    executor plugin runs in each job, which has no other way to find the cluster (the plugin's job
+    step drops SLURM_CONF from its environment, as a real node keeps its configuration there)."""
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            'mount --bind "$0" "$1" && shift && exec "$@"', str(conf.parent), NODE_CONF_DIR, *command]
+            'mount --bind "$0" "$1" && shift && exec "$@"', str(conf_dir), NODE_CONF_DIR, *command]
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -168,7 +172,7 @@ def single_node_cluster(root: Path, gpu_model: str = "testgpu", gpus: int = 2) -
         cluster = Cluster(root, node, gpu_model, gpus, env, (munged,))
         cluster.wait_for((root / "munge/munge.socket").exists, "munged's socket")
         daemons = (munged, _start(stack, root, "slurmctld", ["slurmctld", "-D", "-f", str(conf)], env),
-                   _start(stack, root, "slurmd", _in_node_namespace(conf, ["slurmd", "-D", "-N", node]), env))
+                   _start(stack, root, "slurmd", _in_node_namespace(conf.parent, ["slurmd", "-D", "-N", node]), env))
         cluster = Cluster(root, node, gpu_model, gpus, env, daemons)
         stack.callback(_cancel_all, cluster)  # runs before the daemons stop
         cluster.wait_for(lambda: set(cluster.node_state()) == {"idle"}, "the node to be idle")
