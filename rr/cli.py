@@ -321,12 +321,12 @@ def cmd_relaunch(args) -> int:
         if is_frame(args.launch):
             if not args.layer:
                 raise LaunchError(f"{args.launch} is a frame: say which layer's module --module replaces (--layer)")
-            frame = replace_layer(args.launch, args.layer, args.module, args.output)
+            frame = replace_layer(args.launch, args.layer, args.module, args.output, args.resume)
             print(f"{args.output}: the frame of {args.launch} ({len(frame.layers)} layers) with layer "
                   f"{args.layer} from {args.module}")
             return 0
-        if args.layer:
-            raise LaunchError(f"{args.launch} is one launch, not a frame: --layer applies to frames")
+        if args.layer or args.resume:
+            raise LaunchError(f"{args.launch} is one launch, not a frame: --layer and --resume apply to frames")
         launch = relaunch(args.launch, args.module, args.output)
     except LaunchError as e:
         if not args.record:
@@ -682,6 +682,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("launch", help="launch directory")
     s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
     s.add_argument("--layer", help="for a frame directory: the layer whose module --module replaces")
+    s.add_argument("--resume", metavar="CAPTURE", help="for a frame: a run of LAUNCH (its reference capture); the "
+                   "new frame starts at --layer, with what the layers before it wrote taken from CAPTURE")
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
     s.add_argument("--record", action="store_true",
                    help="when LAUNCH cannot be used, write a directory saying why (the runs of it record it) and exit 0")

@@ -94,6 +94,25 @@ def test_a_replaced_layer_changes_the_frame_and_the_comparison_names_where(nvcc_
     assert _rr("compare", tmp_path / "ref", tmp_path / "same.out").returncode == 0
 
 
+def test_a_frame_resumed_at_the_replaced_layer_gives_the_whole_frames_outputs(nvcc_ptx, tmp_path, x):
+    # blend replaced, resumed from the reference capture: scale is not run again, its y and image
+    # come from the capture, and every buffer equals a full run of the replaced frame
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    variant = nvcc_ptx("frame_layers", "-DOFFSET=0.5f")
+    assert _rr("run", layout, "--backend", "cpu", "-o", tmp_path / "ref").returncode == 0
+    for name, extra in (("full", ()), ("resumed", ("--resume", tmp_path / "ref"))):
+        r = _rr("relaunch", layout, "--layer", "blend", "--module", variant, *extra, "-o", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        assert _rr("run", tmp_path / name, "--backend", "cpu", "-o", tmp_path / f"{name}.out").returncode == 0
+    record = json.loads((tmp_path / "resumed.out" / "run.json").read_text())
+    assert record["start"] == "blend" and [lyr["layer"] for lyr in record["layers"]] == ["blend"]
+    assert _rr("compare", tmp_path / "full.out", tmp_path / "resumed.out").returncode == 0
+    with pytest.raises(LaunchError, match="start: 'nothing' is not one of the frame's layers"):
+        raw = json.loads((tmp_path / "resumed" / "frame.json").read_text())
+        (tmp_path / "resumed" / "frame.json").write_text(json.dumps({**raw, "start": "nothing"}))
+        read_frame(tmp_path / "resumed")
+
+
 def test_bad_frame_directories_are_named(nvcc_ptx, tmp_path, x):
     layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
     raw = json.loads((layout / "frame.json").read_text())

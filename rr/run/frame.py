@@ -56,6 +56,11 @@ class Frame:
     final: str
     buffers: dict  # name -> FrameBuffer, in frame order
     layers: tuple  # FrameLayer, in the order they run
+    start: str | None = None  # a frame resumed at this layer: the layers before it are not run again
+
+    def first(self) -> int:
+        """The index of the first layer that runs."""
+        return 0 if self.start is None else [lyr.layer for lyr in self.layers].index(self.start)
 
     def layer(self, name: str) -> FrameLayer:
         for lyr in self.layers:
@@ -71,6 +76,7 @@ class Frame:
                                                     ("role", b.role)) if v is not None}
                         for b in self.buffers.values()},
             "layers": [{"layer": lyr.layer, "launch": lyr.launch.to_json()} for lyr in self.layers],
+            **({"start": self.start} if self.start else {}),
         }
 
 
@@ -122,7 +128,10 @@ def read_frame(directory: str | Path) -> Frame:
         raise LaunchError(f"{where}: final: {cut(repr(final))} is not one of the frame's buffers")
     if len({lyr.layer for lyr in layers}) != len(layers):
         raise LaunchError(f"{where}: layers: a layer is named twice")
-    return Frame(tuple(frame), final, buffers, tuple(layers))
+    start = raw.get("start")
+    if start is not None and start not in {lyr.layer for lyr in layers}:
+        raise LaunchError(f"{where}: start: {cut(repr(start))} is not one of the frame's layers")
+    return Frame(tuple(frame), final, buffers, tuple(layers), start)
 
 
 def load_frame_buffers(directory: str | Path, frame: Frame) -> dict[str, np.ndarray]:
@@ -167,10 +176,17 @@ def _with(launch: Launch, **changes) -> Launch:
     return replace(launch, **changes)
 
 
-def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Path) -> Frame:
+def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Path,
+                  resume: str | Path | None = None) -> Frame:
     """`src` with one layer's module replaced (a splice of its kernel, a cubin): the buffers
     hard-linked (copied across file systems), the other modules copied. A probe splice's module
-    also gets its probe buffer `<layer>.probe` (zeros) as an extra kernel parameter."""
+    also gets its probe buffer `<layer>.probe` (zeros) as an extra kernel parameter.
+
+    With `resume` — a run of `src` (its reference capture) — the frame starts at the replaced
+    layer: what the layers before it wrote is taken from that run (the same kernels on the same
+    inputs write the same bytes), what the replaced layer and those after it write starts as in
+    `src`. The frame's outputs are those of the whole frame, for the cost of the layers that can
+    differ."""
     from rr.io import atomic_dir, json_text
     from rr.run.launch import _probe_of
 
@@ -189,13 +205,17 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
         extra = extra + (Field("buffer", 0, buffer=name),)
     replaced = _with(launch, module=f"{layer}.replaced{module.suffix}", buffers=layer_buffers, extra=extra)
     layers = tuple(FrameLayer(lyr.layer, replaced) if lyr.layer == layer else lyr for lyr in frame.layers)
-    new = Frame(frame.frame, frame.final, buffers, layers)
-    with atomic_dir(out, inputs=(src, module)) as tmp:
+    new = Frame(frame.frame, frame.final, buffers, layers, layer if resume is not None else None)
+    before = {lyr.layer for lyr in frame.layers[:[x.layer for x in frame.layers].index(layer)]}
+    if resume is not None and read_frame(resume).buffers.keys() < frame.buffers.keys():
+        raise LaunchError(f"{resume}: not a run of {src} (its buffers are not the frame's)")
+    with atomic_dir(out, inputs=(src, module) + ((resume,) if resume else ())) as tmp:
         for b in frame.buffers.values():
+            origin = Path(resume) if resume is not None and b.producer in before else src
             try:
-                os.link(src / b.file, tmp / b.file)
+                os.link(origin / b.file, tmp / b.file)
             except OSError:
-                shutil.copyfile(src / b.file, tmp / b.file)
+                shutil.copyfile(origin / b.file, tmp / b.file)
         for lyr in frame.layers:
             if lyr.layer != layer:
                 shutil.copyfile(src / lyr.launch.module, tmp / lyr.launch.module)
@@ -219,14 +239,14 @@ def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, 
     arrays = load_frame_buffers(directory, frame)
     layers = []
     t0 = time.perf_counter()
-    for lyr in frame.layers:
+    for lyr in frame.layers[frame.first():]:
         try:
             record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, progress=progress)
         except (CpuUnsupported, ExecutionError) as e:
             raise type(e)(f"layer {lyr.layer}: {e}") from None
         layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
                        "unwritten_registers": record["unwritten_registers"]})
-    return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame),
+    return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame), "start": frame.start,
             "device": {"name": "rr PTX interpreter (numpy)", "mma_model": "exact"}, "layers": layers,
             "times_ms": {"frame": (time.perf_counter() - t0) * 1e3}}, arrays
 
@@ -263,7 +283,8 @@ def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     prepared = PreparedFrame(directory)
     t1 = time.perf_counter()
     layers = []
-    for lyr, p in zip(prepared.frame.layers, prepared.layers):
+    first = prepared.frame.first()
+    for lyr, p in list(zip(prepared.frame.layers, prepared.layers))[first:]:
         start = time.perf_counter()
         try:
             p.launch_async()
@@ -273,7 +294,8 @@ def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
         layers.append({"layer": lyr.layer, "times_ms": {"launch_and_sync": (time.perf_counter() - start) * 1e3}})
     t2 = time.perf_counter()
     outputs = prepared.outputs()
-    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame), "device": info,
+    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
+            "start": prepared.frame.start, "device": info,
             "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
                                            "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs
 
