@@ -122,8 +122,10 @@ def _capture(row: dict, run: dict | None, compare: list | None) -> None:
                max_abs_diff=0.0 if worst is None else worst["max_abs_diff"])
 
 
-def _timing(row: dict, timing: dict | None, backend: str | None) -> None:
-    if backend == "cpu":
+def _timing(row: dict, timing: dict | None, backend: str | None, run: dict | None) -> None:
+    if backend == "cpu" and run is not None and run["status"] == "no_launch":  # nothing to time, whatever the backend
+        row.update(timing_status="no_launch", timing_message=run["message"])
+    elif backend == "cpu":
         row.update(timing_status="unsupported", timing_message=CPU_NO_TIMING)
     elif timing is None:
         _not_run(row, "timing", "no timing for this cell")
@@ -176,8 +178,9 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
         _not_run(row, "compile", "no compile report")
     else:
         _compile(row, compiled, descriptor["entry"])
-    _capture(row, _read(cell / f"{recipe}.run.json"), _read(cell / f"{recipe}.compare.json"))
-    _timing(row, _read(cell / f"{recipe}.timing.json"), backend)
+    run = _read(cell / f"{recipe}.run.json")
+    _capture(row, run, _read(cell / f"{recipe}.compare.json"))
+    _timing(row, _read(cell / f"{recipe}.timing.json"), backend, run)
     return row
 
 
