@@ -107,6 +107,20 @@ def test_a_frame_resumed_at_the_replaced_layer_gives_the_whole_frames_outputs(nv
     record = json.loads((tmp_path / "resumed.out" / "run.json").read_text())
     assert record["start"] == "blend" and [lyr["layer"] for lyr in record["layers"]] == ["blend"]
     assert _rr("compare", tmp_path / "full.out", tmp_path / "resumed.out").returncode == 0
+    # scale replaced by the variant, resumed: its y differs from the reference's, so blend runs too
+    # and the frame differs; scale replaced by itself: its outputs match, and the rest of the frame
+    # is the reference's without running blend
+    for name, module, layers, completed in (("variant", variant, ["scale", "blend"], None),
+                                            ("itself", nvcc_ptx("frame_layers"), ["scale"], "scale")):
+        assert _rr("relaunch", layout, "--layer", "scale", "--module", module, "--resume", tmp_path / "ref",
+                   "-o", tmp_path / name).returncode == 0
+        assert _rr("run", tmp_path / name, "--backend", "cpu", "-o", tmp_path / f"{name}.out").returncode == 0
+        record = json.loads((tmp_path / f"{name}.out" / "run.json").read_text())
+        assert [lyr["layer"] for lyr in record["layers"]] == layers
+        assert record["completed_from_reference_after"] == completed
+    z = np.load(tmp_path / "variant.out" / "z.npy")
+    assert np.array_equal(z.view(np.uint32), _expected(x, 0.5).view(np.uint32))
+    assert _rr("compare", tmp_path / "ref", tmp_path / "itself.out").returncode == 0
     with pytest.raises(LaunchError, match="start: 'nothing' is not one of the frame's layers"):
         raw = json.loads((tmp_path / "resumed" / "frame.json").read_text())
         (tmp_path / "resumed" / "frame.json").write_text(json.dumps({**raw, "start": "nothing"}))

@@ -57,6 +57,7 @@ class Frame:
     buffers: dict  # name -> FrameBuffer, in frame order
     layers: tuple  # FrameLayer, in the order they run
     start: str | None = None  # a frame resumed at this layer: the layers before it are not run again
+    reference: str | None = None  # with `start`: the subdirectory holding the reference run's outputs from there on
 
     def first(self) -> int:
         """The index of the first layer that runs."""
@@ -77,6 +78,7 @@ class Frame:
                         for b in self.buffers.values()},
             "layers": [{"layer": lyr.layer, "launch": lyr.launch.to_json()} for lyr in self.layers],
             **({"start": self.start} if self.start else {}),
+            **({"reference": self.reference} if self.reference else {}),
         }
 
 
@@ -131,7 +133,12 @@ def read_frame(directory: str | Path) -> Frame:
     start = raw.get("start")
     if start is not None and start not in {lyr.layer for lyr in layers}:
         raise LaunchError(f"{where}: start: {cut(repr(start))} is not one of the frame's layers")
-    return Frame(tuple(frame), final, buffers, tuple(layers), start)
+    reference = raw.get("reference")
+    if reference is not None and (start is None or not isinstance(reference, str) or "/" in reference
+                                  or not (directory / reference).is_dir()):
+        raise LaunchError(f"{where}: reference: {cut(repr(reference))} is not a subdirectory of {directory} "
+                          "(it goes with start)")
+    return Frame(tuple(frame), final, buffers, tuple(layers), start, reference)
 
 
 def load_frame_buffers(directory: str | Path, frame: Frame) -> dict[str, np.ndarray]:
@@ -185,7 +192,10 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     With `resume` — a run of `src` (its reference capture) — the frame starts at the replaced
     layer: what the layers before it wrote is taken from that run (the same kernels on the same
     inputs write the same bytes), what the replaced layer and those after it write starts as in
-    `src`. The frame's outputs are those of the whole frame, for the cost of the layers that can
+    `src`, and what the reference run wrote from there on goes into `reference/`: on the cpu
+    backend, when the replaced layer writes exactly what the reference's did, every later layer
+    would too, and the frame is completed from there (`completed_from_reference_after` in the run
+    record). The frame's outputs are those of the whole frame, for the cost of the layers that can
     differ."""
     from rr.io import atomic_dir, json_text
     from rr.run.launch import _probe_of
@@ -205,17 +215,18 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
         extra = extra + (Field("buffer", 0, buffer=name),)
     replaced = _with(launch, module=f"{layer}.replaced{module.suffix}", buffers=layer_buffers, extra=extra)
     layers = tuple(FrameLayer(lyr.layer, replaced) if lyr.layer == layer else lyr for lyr in frame.layers)
-    new = Frame(frame.frame, frame.final, buffers, layers, layer if resume is not None else None)
+    new = Frame(frame.frame, frame.final, buffers, layers, layer if resume is not None else None,
+                REFERENCE_DIR if resume is not None else None)
     before = {lyr.layer for lyr in frame.layers[:[x.layer for x in frame.layers].index(layer)]}
     if resume is not None and read_frame(resume).buffers.keys() < frame.buffers.keys():
         raise LaunchError(f"{resume}: not a run of {src} (its buffers are not the frame's)")
     with atomic_dir(out, inputs=(src, module) + ((resume,) if resume else ())) as tmp:
         for b in frame.buffers.values():
             origin = Path(resume) if resume is not None and b.producer in before else src
-            try:
-                os.link(origin / b.file, tmp / b.file)
-            except OSError:
-                shutil.copyfile(origin / b.file, tmp / b.file)
+            _link(origin / b.file, tmp / b.file)
+            if resume is not None and b.producer not in before and b.producer != "host":
+                (tmp / REFERENCE_DIR).mkdir(exist_ok=True)  # what the reference run wrote from here on
+                _link(Path(resume) / b.file, tmp / REFERENCE_DIR / b.file)
         for lyr in frame.layers:
             if lyr.layer != layer:
                 shutil.copyfile(src / lyr.launch.module, tmp / lyr.launch.module)
@@ -228,6 +239,17 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     return new
 
 
+REFERENCE_DIR = "reference"
+
+
+def _link(src: Path, dst: Path) -> None:
+    """A hard link (a copy across file systems)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 # -- running ----------------------------------------------------------------------------------------
 
 def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
@@ -238,17 +260,39 @@ def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, 
     frame = read_frame(directory)
     arrays = load_frame_buffers(directory, frame)
     layers = []
+    completed = None
     t0 = time.perf_counter()
-    for lyr in frame.layers[frame.first():]:
+    for i, lyr in enumerate(frame.layers[frame.first():]):
         try:
             record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, progress=progress)
         except (CpuUnsupported, ExecutionError) as e:
             raise type(e)(f"layer {lyr.layer}: {e}") from None
         layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
                        "unwritten_registers": record["unwritten_registers"]})
+        if i == 0 and frame.reference and _as_in_reference(directory / frame.reference, frame, lyr, arrays):
+            # the replaced layer wrote what the reference run's did: every later layer reads what it
+            # read there, so it writes what it wrote there (deterministic kernels, the same inputs)
+            for name, b in frame.buffers.items():
+                if (directory / frame.reference / b.file).is_file():
+                    arrays[name] = load_buffer(directory / frame.reference / b.file)
+            completed = lyr.layer
+            break
     return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame), "start": frame.start,
+            "completed_from_reference_after": completed,
             "device": {"name": "rr PTX interpreter (numpy)", "mma_model": "exact"}, "layers": layers,
             "times_ms": {"frame": (time.perf_counter() - t0) * 1e3}}, arrays
+
+
+def _as_in_reference(reference: Path, frame: Frame, lyr: FrameLayer, arrays: dict) -> bool:
+    """Whether every buffer the layer wrote holds the reference run's bytes (a buffer the reference
+    has none of — a probe's — is new, and does not count)."""
+    for name, b in lyr.launch.buffers.items():
+        if b.role == "in" or not (reference / frame.buffers[name].file).is_file():
+            continue
+        if not np.array_equal(np.asarray(arrays[name]).view(np.uint8),
+                              load_buffer(reference / frame.buffers[name].file).view(np.uint8)):
+            return False
+    return True
 
 
 class PreparedFrame:
@@ -307,7 +351,8 @@ def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarra
         save_buffer(out / b.file, outputs[name])
     for lyr in frame.layers:
         shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)
-    (out / FRAME_FILE).write_text(json.dumps(frame.to_json(), indent=2) + "\n")
+    ran = _with(frame, reference=None)  # the reference's outputs stay with the resumed frame
+    (out / FRAME_FILE).write_text(json.dumps(ran.to_json(), indent=2) + "\n")
 
 
 # -- comparing --------------------------------------------------------------------------------------
