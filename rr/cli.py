@@ -314,19 +314,29 @@ def cmd_run(args) -> int:
 
 
 def cmd_relaunch(args) -> int:
-    from rr.run.frame import is_frame, replace_layer
+    from rr.run.frame import extract_layer, is_frame, replace_layer
     from rr.run.launch import LaunchError, relaunch, write_launch_error
 
     try:
         if is_frame(args.launch):
             if not args.layer:
                 raise LaunchError(f"{args.launch} is a frame: say which layer's module --module replaces (--layer)")
+            if args.extract:
+                launch = extract_layer(args.launch, args.layer, args.output, args.module)
+                print(f"{args.output}: layer {args.layer} of the frame {args.launch} as a launch of its own"
+                      + (f", module {args.module}" if args.module else ""))
+                return 0
+            if not args.module:
+                raise LaunchError("rr relaunch: --module is required, except with --extract")
             frame = replace_layer(args.launch, args.layer, args.module, args.output, args.resume)
             print(f"{args.output}: the frame of {args.launch} ({len(frame.layers)} layers) with layer "
                   f"{args.layer} from {args.module}")
             return 0
-        if args.layer or args.resume:
-            raise LaunchError(f"{args.launch} is one launch, not a frame: --layer and --resume apply to frames")
+        if args.layer or args.resume or args.extract:
+            raise LaunchError(f"{args.launch} is one launch, not a frame: --layer, --resume and --extract apply to "
+                              "frames")
+        if not args.module:
+            raise LaunchError("rr relaunch: --module is required")
         launch = relaunch(args.launch, args.module, args.output)
     except LaunchError as e:
         if not args.record:
@@ -680,14 +690,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")
-    s.add_argument("--module", required=True, help="the PTX or cubin to launch instead")
+    s.add_argument("--module", help="the PTX or cubin to launch instead")
     s.add_argument("--layer", help="for a frame directory: the layer whose module --module replaces")
+    s.add_argument("--extract", action="store_true", help="for a frame: write --layer alone as a launch directory "
+                   "(its buffers as LAUNCH holds them; with --module, that module instead)")
     s.add_argument("--resume", metavar="CAPTURE", help="for a frame: a run of LAUNCH (its reference capture); the "
                    "new frame starts at --layer, with what the layers before it wrote taken from CAPTURE")
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
     s.add_argument("--record", action="store_true",
                    help="when LAUNCH cannot be used, write a directory saying why (the runs of it record it) and exit 0")
-    s.set_defaults(func=cmd_relaunch, reads=("launch", "module"), writes="dir")
+    s.set_defaults(func=cmd_relaunch, reads=("launch", "module", "resume"), writes="dir")
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
     s.add_argument("a", help="a launch or run directory (the reference)")

@@ -48,8 +48,13 @@ def _frame(ptx: Path, out: Path, x: np.ndarray) -> Path:
     return out
 
 
+def _scaled(x: np.ndarray, offset: float = 0.0) -> np.ndarray:
+    """scale's y: x·k + offset as nvcc fuses it (one fma: exact in f64, rounded once to f32)."""
+    return (x.astype(np.float64) * K + offset).astype(np.float32)
+
+
 def _expected(x: np.ndarray, offset: float = 0.0) -> np.ndarray:
-    y = (x * np.float32(K) + np.float32(offset)).astype(np.float32)
+    y = _scaled(x, offset)
     return (y + y.astype(np.float16).astype(np.float32)).astype(np.float32)
 
 
@@ -125,6 +130,23 @@ def test_a_frame_resumed_at_the_replaced_layer_gives_the_whole_frames_outputs(nv
         raw = json.loads((tmp_path / "resumed" / "frame.json").read_text())
         (tmp_path / "resumed" / "frame.json").write_text(json.dumps({**raw, "start": "nothing"}))
         read_frame(tmp_path / "resumed")
+
+
+def test_a_layer_of_a_frame_run_is_a_launch_of_its_own(nvcc_ptx, tmp_path, x):
+    # blend extracted from the reference run: it reads the y and image scale left, and writes z again
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    assert _rr("run", layout, "--backend", "cpu", "-o", tmp_path / "ref").returncode == 0
+    r = _rr("relaunch", tmp_path / "ref", "--layer", "blend", "--extract", "-o", tmp_path / "blend")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "blend" / "launch.json").is_file() and not (tmp_path / "blend" / "frame.json").exists()
+    assert _rr("run", tmp_path / "blend", "--backend", "cpu", "-o", tmp_path / "blend.out").returncode == 0
+    assert np.array_equal(np.load(tmp_path / "blend.out" / "z.npy"), np.load(tmp_path / "ref" / "z.npy"))
+    r = _rr("relaunch", tmp_path / "ref", "--layer", "scale", "--extract", "--module",
+            nvcc_ptx("frame_layers", "-DOFFSET=0.5f"), "-o", tmp_path / "scale")
+    assert r.returncode == 0, r.stderr
+    assert _rr("run", tmp_path / "scale", "--backend", "cpu", "-o", tmp_path / "scale.out").returncode == 0
+    y = np.load(tmp_path / "scale.out" / "y.npy")
+    assert np.array_equal(y, _scaled(x, 0.5))
 
 
 def test_bad_frame_directories_are_named(nvcc_ptx, tmp_path, x):

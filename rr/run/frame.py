@@ -387,3 +387,30 @@ def comparables(directory: str | Path) -> list[Comparable]:
     order += [n for n in frame.buffers if n not in order]
     return [Comparable(n, directory / frame.buffers[n].file, frame.buffers[n].dtype, frame.buffers[n].producer)
             for n in order]
+
+
+def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Path | None = None) -> Launch:
+    """One layer of a frame (a layout, or a run of one) as a launch directory of its own: its
+    buffers as they are in `src` — after a run, what the layers before it left for it to read —
+    and its module (or `module` instead). What `rr time` times a layer alone on."""
+    from rr.io import atomic_dir
+    from rr.run.launch import relaunch
+
+    src, out = Path(src), Path(out)
+    lyr = read_frame(src).layer(layer)
+    launch = lyr.launch
+    files = {name: f"{name}.npy" for name in launch.buffers}
+    single = _with(launch, module=f"kernel{Path(launch.module).suffix}",
+                   buffers={n: _with(b, file=files[n]) for n, b in launch.buffers.items()})
+    if module is not None:  # the same layer with another module: through relaunch (a probe's buffer too)
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix=".rr-layer-", dir=out.resolve().parent) as tmp:
+            extract_layer(src, layer, Path(tmp) / "layer")
+            return relaunch(Path(tmp) / "layer", module, out)
+    with atomic_dir(out, inputs=(src,)) as tmp:
+        for name, b in launch.buffers.items():
+            _link(src / b.file, tmp / files[name])
+        shutil.copyfile(src / launch.module, tmp / single.module)
+        (tmp / "launch.json").write_text(json.dumps(single.to_json(), indent=2) + "\n")
+    return single
