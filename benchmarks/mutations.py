@@ -10,8 +10,11 @@ an instruction another opcode from the file (so its operand count is wrong for i
 Prints the counts by outcome, then by stage and exception type with the first examples.
 
     python benchmarks/mutations.py [--count 2000] [--seed 14] [--ptx enc2.ptx] [--examples 3]
+                                   [--ptxas 100]
 
-Without `--ptx` it writes the synthetic enc2 (`python -m rr synth enc2`) to a temporary directory.
+Without `--ptx` it mutates the synthetic enc2 (the enc2.ptx that `python -m rr synth enc2` writes).
+`--ptxas N` also gives the first N mutants rr rejects to ptxas: one that ptxas accepts is valid PTX
+that the front end refused, and is listed.
 """
 
 from __future__ import annotations
@@ -252,6 +255,7 @@ class Outcome:
 
     outcomes: Counter = field(default_factory=Counter)
     crashes: dict = field(default_factory=dict)
+    refused: list = field(default_factory=list)  # valid PTX (ptxas accepts it) that parse rejected
 
     @property
     def crash_count(self) -> int:
@@ -290,13 +294,32 @@ def check(text: str, entry: str = ENTRY) -> tuple[str, str | None, BaseException
         return "crash", stage, e
 
 
-def run(text: str, count: int, seed: int, entry: str = ENTRY, progress=None) -> Outcome:
+def ptxas_accepts(text: str, arch: str = "sm_90") -> bool:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "mutant.ptx"
+        path.write_bytes(text.encode())
+        r = subprocess.run(["ptxas", f"-arch={arch}", str(path), "-o", str(path.with_suffix(".cubin"))],
+                           capture_output=True, timeout=600)
+        return r.returncode == 0
+
+
+def run(text: str, count: int, seed: int, entry: str = ENTRY, progress=None, ptxas: int = 0) -> Outcome:
     rng = random.Random(seed)
     out = Outcome()
     for i in range(count):
         mutant, how = mutate(text, rng)
         outcome, stage, exc = check(mutant, entry)
         out.outcomes[outcome] += 1
+        if outcome == "parse error" and out.outcomes["parse error"] <= ptxas:
+            out.outcomes["rejected, given to ptxas"] += 1
+            if ptxas_accepts(mutant):
+                out.outcomes["rejected, but ptxas accepts"] += 1
+                from rr.ptx import ParseError, parse
+
+                try:
+                    parse(mutant)
+                except ParseError as e:
+                    out.refused.append((i, how, str(e).splitlines()[0][:200]))
         if exc is not None:
             frames = traceback.extract_tb(exc.__traceback__)[-3:]
             where = "; ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames)
@@ -315,10 +338,11 @@ def mutant(text: str, seed: int, index: int) -> tuple[str, str]:
     return mutate(text, rng)
 
 
-def synth_enc2(directory: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "rr", "synth", "enc2", "-o", str(directory)], check=True,
-                   capture_output=True)
-    return directory / "enc2.ptx"
+def synth_enc2() -> str:
+    """The text `rr synth enc2` writes as enc2.ptx."""
+    from rr.synth.enc2 import build_enc2
+
+    return build_enc2()
 
 
 def main() -> None:
@@ -329,18 +353,18 @@ def main() -> None:
     p.add_argument("--entry", default=ENTRY)
     p.add_argument("--examples", type=int, default=3, help="examples shown per stage and exception")
     p.add_argument("--write", type=int, metavar="INDEX", help="write mutant INDEX to mutant-INDEX.ptx and stop")
+    p.add_argument("--ptxas", type=int, default=0, metavar="N",
+                   help="give the first N mutants rr rejects to ptxas (sm_90), to find valid PTX it refused")
     a = p.parse_args()
-    if a.ptx is None:
-        a.ptx = synth_enc2(Path(tempfile.mkdtemp()) / "enc2")
-    text = a.ptx.read_bytes().decode()
+    text = synth_enc2() if a.ptx is None else a.ptx.read_bytes().decode()
     if a.write is not None:
         m, how = mutant(text, a.seed, a.write)
         Path(f"mutant-{a.write}.ptx").write_bytes(m.encode())
         print(f"mutant-{a.write}.ptx: {how}")
         return
     t0 = time.perf_counter()
-    out = run(text, a.count, a.seed, a.entry, progress=max(a.count // 10, 1))
-    print(f"{a.count} mutants of {a.ptx} (seed {a.seed}) in {time.perf_counter() - t0:.0f} s")
+    out = run(text, a.count, a.seed, a.entry, progress=max(a.count // 10, 1), ptxas=a.ptxas)
+    print(f"{a.count} mutants of {a.ptx or 'the synthetic enc2'} (seed {a.seed}) in {time.perf_counter() - t0:.0f} s")
     for outcome, n in out.outcomes.most_common():
         print(f"  {outcome:<12} {n:>6}")
     print(f"exceptions other than ParseError: {out.crash_count}")
@@ -348,6 +372,11 @@ def main() -> None:
         print(f"  {stage:<10} {name:<20} {len(examples):>5}")
         for i, how, message, where in examples[:a.examples]:
             print(f"      mutant {i} ({how}): {message}\n          at {where}")
+    if a.ptxas:
+        print(f"rejected by rr but accepted by ptxas: {len(out.refused)} of the first "
+              f"{out.outcomes['rejected, given to ptxas']} rejected")
+        for i, how, message in out.refused[:a.examples * 4]:
+            print(f"      mutant {i} ({how}): {message}")
 
 
 if __name__ == "__main__":

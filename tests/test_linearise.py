@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rr.ptx import linearise, parse_file
+from rr.ptx.model import Reg
 
 DATA = Path(__file__).parent / "data"
 KITCHEN_SINK = DATA / "kitchen_sink.ptx"
@@ -182,3 +183,120 @@ def test_fast_operand_path_equals_the_tokenising_parser(nvcc_ptx):
                     assert fast == slow, text
                     checked += 1
     assert checked > 200
+
+
+# --------------------------------------------------------------------------------------------------
+# Registers named by any identifier `.reg` declares, scope by scope (rr.ptx.scopes)
+# --------------------------------------------------------------------------------------------------
+
+_CUTLASS = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(.param .u64 k_param_0)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+	.reg .b32 	lo;
+
+	ld.param.u64 	%rd1, [k_param_0];
+	mov.u32 	%r1, %tid.x;
+	mov.u32 	lo, %r1;
+	{
+	.reg .pred p;
+	setp.ne.b32 p, %r1, 0;
+	selp.b32 %r2, 1, 0, p;
+	@p mov.u32 %r3, 7;
+	@!p bra DONE;
+	}
+	{
+	.reg .pred p;
+	.reg .b32 lo, hi;
+	setp.eq.b32 p, %r2, 0;
+	mov.b64 {lo, hi}, %rd1;
+	@ !p add.u32 %r4, lo, hi;
+	}
+	{
+	.reg .b32 once;
+	add.u32 once, lo, 1;
+	mov.b64 %rd2, {once, %r4};
+	}
+DONE:
+	st.global.u32 	[%rd1], lo;
+	ret;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cutlass(tmp_path_factory):
+    from rr.ptx import parse
+
+    path = tmp_path_factory.mktemp("ptx") / "cutlass.ptx"
+    path.write_text(_CUTLASS)
+    return path, {s.stmt: s for s in linearise(parse(_CUTLASS).function("k"))}
+
+
+def test_ptxas_accepts_the_scoped_register_example(cutlass):
+    from conftest import PTXAS, run_ptxas
+
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH")
+    r = run_ptxas(cutlass[0])
+    assert r.returncode == 0, r.stderr
+
+
+def test_names_declared_by_reg_are_registers_in_guards_operands_vectors_defs_and_uses(cutlass):
+    setp, selp, guarded, branch = (cutlass[1][n] for n in (4, 5, 6, 7))
+    assert setp.defs == ("p@1",) and setp.uses == ("%r1",)
+    assert selp.defs == ("%r2",) and selp.uses == ("p@1",)
+    assert (guarded.guard, guarded.defs, guarded.uses) == ("p@1", ("%r3",), ("p@1",))
+    assert (branch.guard, branch.uses) == ("!p@1", ("p@1",))
+    split = cutlass[1][9]  # mov.b64 {lo, hi}, %rd1 in the second block: its own lo (hi is only its)
+    assert split.defs == ("lo@2", "hi") and split.uses == ("%rd1",)
+    add = cutlass[1][10]  # @ !p add.u32 %r4, lo, hi
+    assert (add.guard, add.defs, add.uses) == ("!p@2", ("%r4",), ("p@2", "lo@2", "hi"))
+    assert cutlass[1][3].defs == ("lo",)  # the function's lo, which the second block shadows
+
+
+def test_a_name_declared_in_one_block_only_keeps_its_name_and_the_function_level_names_are_unchanged(cutlass):
+    rows = cutlass[1]
+    assert rows[11].defs == ("once",) and rows[11].uses == ("lo",)  # the function's lo again
+    assert rows[12].uses == ("once", "%r4")
+    assert rows[13].uses == ("%rd1", "lo") and rows[1].defs == ("%rd1",)
+    assert all("@" not in r for s in rows.values() if s.scope == 0 for r in s.defs + s.uses)
+
+
+def test_typed_operands_name_registers_as_defs_and_uses_do(cutlass):
+    from rr.ptx import parse
+    from rr.ptx.linearise import operands
+    from rr.ptx.model import Vec
+
+    rows = cutlass[1]
+    assert operands(rows[9])[0] == Vec((Reg("lo@2"), Reg("hi")))
+    assert operands(rows[5])[3] == Reg("p@1")
+    # the nodes of the body print back as written: their registers keep the written names
+    nodes = list(parse(_CUTLASS).function("k").instructions())
+    assert nodes[8].operands[0] == Vec((Reg("lo"), Reg("hi"))) and nodes[4].operands[3] == Reg("p")
+    assert nodes[5].guard == "p" and nodes[9].guard == "!p"
+
+
+def test_the_item_parser_and_the_scan_give_the_same_scoped_rows():
+    from rr.ptx import parse
+
+    fast = linearise(parse(_CUTLASS).function("k"))
+    slow_text = _CUTLASS.replace("ret;", "ret /* the scan does not vouch for this */;")
+    f = parse(slow_text).function("k")
+    assert f.scan is None
+    slow = linearise(f)
+    assert [s[:4] + s[5:] for s in slow[:-1]] == [s[:4] + s[5:] for s in fast[:-1]]
+
+
+def test_nvvm_kernels_keep_their_percent_names(nvcc_ptx):
+    # nothing in nvcc's -O3 kernels is re-declared in a block: every register is its written %-name
+    for name, entry in [("mma_chain", "gemm_phase"), ("tex_surf", "blur3"), ("shuffles", "reduce"),
+                        ("movmatrix", "transpose_tiles"), ("branches", "loops")]:
+        stmts = linearise(parse_file(nvcc_ptx(name)).function(entry))
+        regs = {r for s in stmts for r in s.defs + s.uses}
+        assert regs and all(r.startswith("%") and "@" not in r for r in regs), name

@@ -138,3 +138,74 @@ def test_cli_roundtrip_and_entries(tmp_path):
     assert row[0] == "entry" and int(row[2]) == 30
     r = _rr("roundtrip", str(tmp_path / "missing.ptx"))
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# Operand forms (rr.ptx.forms): an instruction of a family the analyses read must have its form,
+# at parse time — exactly where ptxas refuses it too.
+# --------------------------------------------------------------------------------------------------
+
+_MMA = "\tmma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16\n\t{%r12, %r13},\n\t{%r5, %r6, %r7, %r8},\n\t{%r5, %r6}, {%r9, %r9};"
+
+
+@pytest.mark.parametrize("good,bad,needle", [
+    (_MMA, _MMA.replace(", {%r9, %r9};", ";"), "takes 4 operands"),
+    (_MMA, _MMA.replace("{%r5, %r6}, {%r9, %r9};", "{%r5, %r6}, {%r9, %r9}, {%r9, %r9};"), "takes 4 operands"),
+    ("\tld.global.nc.f32 \t%f3, [table+4];", "\tld.global.nc.f32 \t[table+4], %f3;", "not a register it can write"),
+    ("\tld.global.nc.f32 \t%f3, [table+4];", "\tld.global.nc.f32 \t%f3, %f2;", "not an address"),
+    ("\t@%p2 st.shared.u32 \t[staging+16], %r14;", "\t@%p2 st.shared.u32 \t%r14, [staging+16];", "not an address"),
+    ("\t@%p2 st.shared.u32 \t[staging+16], %r14;", "\t@%p2 st.shared.u32 \t[staging+16];", "takes 2 to 3 operands"),
+    ("\t@!%p1 bra \t$L__BB1_2;", "\t@!%p1 bra \t%r1;", "not a label"),
+    ("\t@!%p1 bra \t$L__BB1_2;", "\t@!%p1 bra \t$L__BB1_2, $L__BB1_2;", "takes 1 operand"),
+    ("\tmovmatrix.sync.aligned.m8n8.trans.b16 \t%r14, %r13;", "\tmovmatrix.sync.aligned.m8n8.trans.b16 \t%r14;", "takes 2"),
+    ("\tshfl.sync.bfly.b32 \t%r11|%p3, %r5, 1, %r9, %r10;", "\tshfl.sync.bfly.b32 \t%r11|%p3, %r5, 1, %r9;", "takes 5"),
+    ("\tsetp.lt.u32 \t%p1|%p2, %r3, 2;", "\tsetp.lt.u32 \t%p1|%p2, %r3;", "takes 3"),
+    ("\tcvt.rn.f32.f64 \t%f2, %fd1;", "\tcvt.rn.f32.f64 \t%f2;", "takes 2 to 4"),
+    ("\tadd.s64 \t%rd6, %rd4, %rd5;", "\tadd.s64 \t%rd6, %rd4;", "takes 3"),
+    ("\tadd.s64 \t%rd6, %rd4, %rd5;", "\tadd.s64 \t7, %rd4, %rd5;", "not a register it can write"),
+    ("\tmov.u32 \t%r9, 0x1F;", "\tmov.u32 \t%r9, 0x1F, 0x1F;", "takes 2"),
+    ("\tmov.u32 \t%r9, 0x1F;", "\tmov.u32 \t%r9, [%rd6];", "not a value"),
+])
+def test_an_instruction_of_an_analysed_family_with_the_wrong_operands_is_a_parse_error_as_for_ptxas(
+        tmp_path, good, bad, needle):
+    from conftest import PTXAS, run_ptxas
+
+    assert good in SINK
+    text = SINK.replace(good, bad)
+    with pytest.raises(ParseError) as e:
+        parse(text, source="k.ptx")
+    assert needle in e.value.message and e.value.line == _line_of(text, bad.strip().split("\n")[0])
+    if PTXAS is not None:
+        (tmp_path / "bad.ptx").write_text(text)
+        assert run_ptxas(tmp_path / "bad.ptx").returncode != 0, "ptxas accepts it: the form is too strict"
+
+
+def test_forms_accept_every_instruction_nvcc_writes_for_the_test_kernels(nvcc_ptx):
+    # the typed check and the text check of the scan agree, and neither refuses what nvcc writes
+    from conftest import ALL_KERNELS
+    from rr.ptx.forms import check_operands, check_text, family
+    from rr.ptx.parser import _operand_text
+
+    seen = set()
+    for name, flags in ALL_KERNELS:
+        for f in parse(nvcc_ptx(name, *flags).read_text()).functions:
+            for ins in f.instructions() if f.has_body else ():
+                assert check_operands(ins.opcode, ins.operands) is None, ins.text
+                assert check_text(*_operand_text(ins.text)) is None, ins.text
+                seen.add(family(ins.opcode))
+    assert {"mma", "ld", "st", "mov", "cvt", "add", "mad", "shl", "and", "setp", "bra", "shfl.sync",
+            "movmatrix", "tex", "sust"} <= seen
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\r"], ids=["crlf", "lone-cr"])
+def test_errors_in_crlf_and_lone_cr_files_name_the_line_ptxas_names_and_show_a_bounded_excerpt(end):
+    from test_ptx_roundtrip import with_line_ends
+
+    bad = with_line_ends(SINK.replace("\tadd.s64 \t%rd1, %rd8, 80;", "\tadd.s64 \t%rd1, %rd8 80;"), end)
+    with pytest.raises(ParseError) as e:
+        parse(bad, source="k.ptx")
+    err = e.value
+    # lines are counted at LF, as ptxas counts them: lines ended by a lone CR run together
+    assert err.line == bad[: bad.index("%rd8 80")].count("\n") + 1
+    assert "\r" not in str(err) and "%rd8 80" in err.line_text and len(err.line_text) <= 160
+    assert err.line_text[err.caret - 1:].startswith("80")

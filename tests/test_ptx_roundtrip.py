@@ -243,3 +243,162 @@ def test_a_body_with_many_line_initial_scope_braces_is_scanned_whole_and_stops_a
     assert sum(r.scope > 0 for r in rows) == 2 + 2 * blocks
     assert [r.opcode for r in linearise(g)] == ["mov.u32", "ret"]
     assert _materialised_emit(text) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# Line ends, prototypes without ';', symbol+offset operands, modules without functions, deep nesting
+# --------------------------------------------------------------------------------------------------
+
+
+def _rr(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def with_line_ends(text: str, end: str, every: int = 1) -> str:
+    """`text` with every `every`-th line ended by `end` — but a `//` comment runs to the next LF
+    for ptxas, CR or not, so lines with one keep their LF."""
+    *lines, last = text.split("\n")
+    return "".join(l + ("\n" if "//" in l or i % every else end) for i, l in enumerate(lines)) + last
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\r"], ids=["crlf", "lone-cr"])
+def test_files_with_crlf_or_lone_cr_round_trip_byte_for_byte_through_parse_file_and_the_cli(tmp_path, end):
+    path = tmp_path / "k.ptx"
+    data = with_line_ends(KITCHEN_SINK.read_text(), end).encode()
+    path.write_bytes(data)
+    module = parse_file(path)
+    assert emit(module).encode() == data  # no newline translation on the way in
+    assert [f.name for f in module.entries] == ["cuda_dldn_engine_swin_enc9_kernel"]
+    if PTXAS is not None:
+        assert run_ptxas(path).returncode == 0
+    r = _rr("roundtrip", path)
+    assert r.returncode == 0 and "round trip exact" in r.stdout, r.stdout + r.stderr
+    assert f"({len(data)} bytes," in r.stdout  # the file's bytes, not a newline-translated text
+
+
+def test_crlf_is_one_line_end_and_a_lone_cr_is_none_as_for_ptxas(tmp_path):
+    from rr.ptx import linearise
+
+    entry = "cuda_dldn_engine_swin_enc9_kernel"
+    lf = KITCHEN_SINK.read_text()
+    rows = linearise(parse(lf).function(entry))
+    crlf = linearise(parse(lf.replace("\n", "\r\n")).function(entry))
+    assert [(s.stmt, s.line, s.last_line) for s in crlf] == [(s.stmt, s.line, s.last_line) for s in rows]
+    # A lone CR is blank space to ptxas (it numbers lines by LF), so here too: CRs put at the ends of
+    # some lines leave every statement on the line it had, and ptxas accepts the file.
+    mixed = with_line_ends(lf, "\r", every=3)
+    lone = linearise(parse(mixed).function(entry))
+    merged = mixed.split("\n")
+    for s in lone:
+        assert s.text.split("\r")[0].split("\n")[0].strip() in merged[s.line - 1]
+    assert len(lone) == len(rows)
+    if PTXAS is not None:
+        (tmp_path / "m.ptx").write_bytes(mixed.encode())
+        assert run_ptxas(tmp_path / "m.ptx").returncode == 0
+
+
+def test_module_directives_ended_by_a_lone_cr_are_read_apart():
+    text = ".version 8.7\r.target sm_90\r.address_size 64\r\r.visible .entry k()\r{\r\tret;\r}\r"
+    m = parse(text)
+    assert (m.version, m.target) == ("8.7", "sm_90")
+    assert [f.name for f in m.entries] == ["k"] and emit(m) == text
+
+
+_PROTOTYPE_THEN_ENTRY = (
+    ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+    ".extern .func (.param .b32 r) f (.param .b32 a)\n"
+    ".visible .entry k(.param .u64 p)\n{\n\t.reg .b32 %r<3>;\n\tmov.u32 %r1, 1;\n\tret;\n}\n"
+)
+
+
+def test_a_prototype_without_semicolon_ends_where_the_next_entry_begins_as_ptxas_reads_it(tmp_path):
+    m = parse(_PROTOTYPE_THEN_ENTRY)
+    assert emit(m) == _PROTOTYPE_THEN_ENTRY
+    f, k = m.functions
+    assert (f.name, f.has_body, [p.name for p in f.params], [p.name for p in f.returns]) == ("f", False, ["a"], ["r"])
+    assert (k.name, k.kind, [p.name for p in k.params]) == ("k", "entry", ["p"])
+    assert [s.opcode for s in __import__("rr.ptx", fromlist=["linearise"]).linearise(k)] == ["mov.u32", "ret"]
+    # a prototype without ';' before a declaration, and one without parameters before the entry
+    text = _PROTOTYPE_THEN_ENTRY.replace(".visible", ".global .u32 g;\n.func h\n.visible")
+    assert [(f.name, f.has_body) for f in parse(text).functions] == [("f", False), ("h", False), ("k", True)]
+    assert emit(parse(text)) == text
+    if PTXAS is not None:
+        (tmp_path / "p.ptx").write_text(_PROTOTYPE_THEN_ENTRY)
+        assert run_ptxas(tmp_path / "p.ptx").returncode == 0
+
+
+_OFFSETS = (
+    ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+    ".global .align 4 .b8 arr[64];\n.global .u64 ptrs[2] = {arr, arr+16};\n.global .u64 gp = generic(arr)+8;\n\n"
+    ".visible .entry k(.param .u64 p)\n{\n\t.reg .b32 %r<4>;\n\t.reg .b64 %rd<5>;\n\t.reg .b64 temp;\n"
+    "\tmov.u64 %rd1, arr+16;\n\tcvta.global.u64 %rd2, arr+4;\n\tmov.u64 %rd3, arr + -4;\n"
+    "\tmov.u64 %rd4, arr+(2*8);\n\tld.global.u64 temp, [%rd1];\n\tst.global.u64 [%rd2], temp+1;\n\tret;\n}\n"
+)
+
+
+def test_symbol_and_register_plus_constant_operands_outside_brackets(tmp_path):
+    from rr.ptx import linearise
+    from rr.ptx.linearise import operands
+    from rr.ptx.model import Offset
+
+    m = parse(_OFFSETS)
+    assert emit(m) == _OFFSETS
+    rows = {s.text.split()[0] + str(s.stmt): s for s in linearise(m.function("k"))}
+    ops = {key: operands(s) for key, s in rows.items()}
+    assert ops["mov.u641"][1] == Offset(Sym("arr"), 16)
+    assert ops["cvta.global.u642"][1] == Offset(Sym("arr"), 4)
+    assert ops["mov.u643"][1] == Offset(Sym("arr"), -4)
+    assert ops["mov.u644"][1] == Offset(Sym("arr"), 16)
+    assert ops["st.global.u646"][1] == Offset(Reg("temp"), 1)  # a register plus a constant (ptxas: its value + 1)
+    assert rows["st.global.u646"].uses == ("%rd2", "temp")
+    assert "arr+16" in m.items[4].text  # the initialiser is kept as written
+    if PTXAS is not None:
+        (tmp_path / "o.ptx").write_text(_OFFSETS)
+        assert run_ptxas(tmp_path / "o.ptx").returncode == 0
+
+
+def test_a_module_without_functions_lists_no_entries_and_exits_0(tmp_path):
+    path = tmp_path / "decls.ptx"
+    path.write_text(".version 8.0\n.target sm_90\n.address_size 64\n\n.global .u32 counter;\n"
+                    ".extern .func (.param .b32 r) helper (.param .b32 a);\n")
+    r = _rr("entries", path)
+    assert r.returncode == 0 and "no entries" in r.stdout and not r.stderr
+    assert _rr("roundtrip", path).returncode == 0
+
+
+def _nested(depth: int) -> str:
+    body = "\t{\n" * depth + "\t// mov.u32 %r1, 1;\n\tmov.u32 %r1, 2;\n" + "\t}\n" * depth
+    return (".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k()\n{\n\t.reg .b32 %r<2>;\n"
+            + body + "\tret;\n}\n")
+
+
+def test_five_thousand_nested_blocks_parse_emit_and_linearise_without_recursion(tmp_path):
+    from rr.ptx import linearise
+
+    text = _nested(5000)
+    m = parse(text)
+    assert emit(m) == text
+    assert _materialised_emit(text) == text  # the node tree, as splicing emits it
+    rows = linearise(parse(text).function("k"))
+    assert [(s.opcode, s.scope) for s in rows] == [("mov.u32", 5000), ("ret", 0)]
+    path = tmp_path / "deep.ptx"
+    path.write_text(text)
+    r = _rr("roundtrip", path)
+    assert r.returncode == 0 and "round trip exact" in r.stdout, r.stderr[-500:]
+
+
+def test_operands_nested_deeper_than_ptx_allows_are_parse_errors_and_deep_expressions_evaluate():
+    from rr.ptx import ParseError
+    from rr.ptx.operands import eval_constant, parse_instruction
+
+    for deep in ("{" * 5000 + "%r1" + "}" * 5000, "[" * 5000 + "%rd1" + "]" * 5000):
+        with pytest.raises(ParseError):
+            parse_instruction(f"mov.b32 %r1, {deep};")
+    assert eval_constant("(" * 5000 + "7" + ")" * 5000) == 7
+    assert eval_constant("+".join(["1"] * 5000)) == 5000
+    assert eval_constant("-" * 5001 + "3") == -3
+    assert eval_constant("2+3*4<<1|1") == 29 and eval_constant("-7/2") == -3 and eval_constant("-7%2") == -1
+    assert parse_instruction("add.u32 %r1, %r2, " + "(" * 3000 + "4*4" + ")" * 3000 + ";")[2][2].value == 16

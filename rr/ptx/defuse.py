@@ -85,41 +85,48 @@ def registers(text: str) -> list[str]:
 _WORD = re.compile(r"%[\w$]+(?![\w$.])|(?<![\w$.%])[A-Za-z_$][\w$]*(?![\w$.])")
 
 
-def defs_uses_text(text: str, names: dict | None = None) -> tuple[str | None, str, tuple, tuple]:
+def defs_uses_text(text: str, names: dict | None = None,
+                   find: re.Pattern | None = None) -> tuple[str | None, str, tuple, tuple]:
     """(guard, opcode, defs, uses) of one instruction's text. The guard keeps its '!'. `names`:
-    the scope's register names that the text does not show (`rr.ptx.scopes`)."""
+    the scope's register names that the text does not show, `find` the function's
+    `scopes.finder` (`rr.ptx.scopes`)."""
     if "/" in text:
         text = _COMMENT.sub(" ", text)
     m = _SHAPE.match(text)
     if m is None:
         raise ValueError(f"not an instruction: {text!r}")
-    guard, opcode, dest, rest = m.groups()
+    guard, opcode, dest, _ = m.groups()
     if names is None and (guard is None or "%" in guard):
         h = head(guard, opcode, dest)
         return (guard, opcode) + split_registers(h, _REGISTER.findall(text))
-    return scoped_defs_uses(guard, opcode, dest, rest, names or {})
+    return scoped_defs_uses(guard, opcode, dest, text, names or {}, find)
 
 
-def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, rest: str | None,
-                     names: dict) -> tuple[str | None, str, tuple, tuple]:
-    """(guard, opcode, defs, uses) where the scope declares bare register names or renames
-    registers (`rr.ptx.scopes`): every register by its identity, the guard too."""
+def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, text: str, names: dict,
+                     find: re.Pattern | None = None) -> tuple[str | None, str, tuple, tuple]:
+    """(guard, opcode, defs, uses) of an instruction's text where the scope declares bare
+    register names or renames registers (`rr.ptx.scopes`): every register by its identity, the
+    guard too. `find` (`scopes.finder`) finds the function's registers; without it, every word is
+    a candidate that `names` must vouch for."""
     get = names.get
+    if find is None:
+        found = [t for t in _WORD.findall(text) if t[0] == "%" or t in names]
+    else:
+        found = find.findall(text)  # the guard's name first; the opcode's dotted words never
+        if not getattr(names, "complete", False):
+            found = [t for t in found if t[0] == "%" or t in names]
     if guard is not None:
         negated = guard[0] == "!"
         name = guard.lstrip("! \t\r\n")
+        if not found or found[0] != name:
+            found.insert(0, name)  # a guard is a predicate register, declared or not
         guard = ("!" if negated else "") + get(name, name)
-    written = [get(t, t) for t in _WORD.findall(dest) if t[0] == "%" or t in names] if dest else []
-    read = [get(t, t) for t in _WORD.findall(rest) if t[0] == "%" or t in names] if rest else []
     writes, reads_written = _rule(opcode)
-    if writes and written and dest[0] != "[":
-        defs = tuple(written)
-        if reads_written:
-            read = written + read
-    else:
-        defs = ()
-        read = written + read
-    if guard is not None:
-        read.insert(0, guard.lstrip("!"))
-    uses = tuple(u for u in dict.fromkeys(read) if u not in _SPECIAL)
-    return guard, opcode, defs, uses
+    if not writes or not dest or dest[0] == "[":
+        written = 0
+    elif (dest[0] == "%" and "|" not in dest) or dest in names:
+        written = 1
+    else:  # a vector or a pair
+        written = len([t for t in (find or _WORD).findall(dest) if t[0] == "%" or t in names])
+    regs = list(map(get, found, found))
+    return (guard, opcode) + split_registers((guard, opcode, written, reads_written), regs)

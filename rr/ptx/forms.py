@@ -187,3 +187,38 @@ def check_text(opcode: str, operands: str) -> str | None:
 
     # the typed operands say which operand is wrong (and settle a text the pattern misjudged)
     return check_operands(opcode, parse_instruction(f"{opcode} {operands};")[2])
+
+
+_BAD_FIRST = {"w": "[(0123456789-+!", "r": "[(", "l": "[({%!0123456789-+", "a": ""}
+
+
+@functools.lru_cache(maxsize=None)
+def quick_form(opcode: str) -> tuple | None:
+    """What the body scan checks a well-formed instruction of this opcode against (see `fits`), or
+    None if the table does not cover the opcode."""
+    key = family(opcode)
+    if key is None:
+        return None
+    kinds = [k for form in FORMS[key][1] for k in _expand(form)]
+    counts = frozenset(len(k) for k in kinds)
+    first = {k[0] for k in kinds if k}
+    (dest,) = first or {"r"}  # every family's forms agree on the first operand's kind
+    simple = all(c == "r" for k in kinds for c in k[1:])
+    return counts, "[" if dest == "a" else None, _BAD_FIRST[dest], simple, text_pattern(opcode)
+
+
+def fits(form: tuple, dest: str | None, rest: str | None) -> bool:
+    """Whether a well-formed instruction's first operand and the rest (", op, op") fit a
+    `quick_form`: by counting commas where no operand can hide one (no brackets, and every later
+    operand a value), else by the family's pattern."""
+    counts, need, bad, simple, rx = form
+    if dest is None:
+        return 0 in counts
+    c = dest[0]
+    if c in bad or (need is not None and c != need):
+        return False
+    if rest is None:
+        return 1 in counts
+    if simple and "[" not in rest and "{" not in rest and "(" not in rest:
+        return rest.count(",") + 1 in counts
+    return rx.match(dest + rest) is not None

@@ -51,7 +51,7 @@ def linearise(function: Function) -> list[Statement]:
 
 
 def _linearise(function: Function) -> list[Statement]:
-    instructions, maps = scope_maps(function.body or [])
+    instructions, maps, find = scope_maps(function.body or [])
     out: list[Statement] = []
     for n, (ins, scope) in enumerate(instructions, start=1):
         text = ins.text
@@ -63,7 +63,7 @@ def _linearise(function: Function) -> list[Statement]:
             guard, opcode = h[0], h[1]
         else:
             text = ins.render()
-            guard, opcode, defs, uses = defs_uses_text(text, names)
+            guard, opcode, defs, uses = defs_uses_text(text, names, find)
         out.append(Statement(n, ins.line, ins.line + text.count("\n"), opcode, text, guard, defs,
                              uses, scope, names))
     return out

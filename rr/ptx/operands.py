@@ -12,10 +12,12 @@ from rr.ptx.model import Addr, Imm, Pair, Plist, Reg, Sink, Sym, Offset, Vec
 _HEAD = re.compile(r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$.]*)\s+)?([A-Za-z][\w.:]*)")
 
 # One alternative per literal form, none a prefix of another's backtracking (regex speed matters:
-# this runs inside the body scan for every operand).
+# this runs inside the body scan for every operand). Repeats here and in the operand grammar below
+# are possessive: every token of PTX ends where the next cannot continue it, so giving characters
+# back never finds another match, and not trying saves a third of the scan.
 _NUMBER = (
     r"0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}"
-    r"|(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)[Uu]?"
+    r"|(?:0[xX][0-9a-fA-F]++|0[bB][01]++|\d++(?:\.\d*+)?+(?:[eE][-+]?\d++)?+)[Uu]?+"
 )
 # Operand tokens. Whitespace and comments are skipped; anything else is an error.
 _TOKEN = re.compile(
@@ -348,18 +350,19 @@ def eval_constant(text: str) -> int | float:
 # well formed (the typed parser accepts everything it accepts), and its groups give the guard, the
 # opcode, the first operand and the rest. The parser matches it for every instruction as it scans
 # a body, so a whole module is validated and its defs/uses found without building operand objects.
-_R = r"%[\w$]+(?:\.[\w$]+)*"
+_R = r"%[\w$]++(?:\.[\w$]++)*+"
 _N = r"[-+]?(?:" + _NUMBER + ")"
-_S = r"[A-Za-z_$][\w$]*(?:\.[\w$]+)*"
+_S = r"[A-Za-z_$][\w$]*+(?:\.[\w$]++)*+"
 _ATOM = rf"(?:!?{_R}|{_N}|{_S})"
-_VEC = rf"\{{\s*{_ATOM}(?:\s*,\s*{_ATOM})*\s*\}}"
-_ADDRESS = rf"\[\s*(?:{_R}|{_S})\s*(?:\+\s*-?(?:{_NUMBER}))?\s*(?:,\s*(?:{_VEC}|{_ATOM})\s*)*\]"
+_VEC = rf"\{{\s*+{_ATOM}(?:\s*+,\s*+{_ATOM})*+\s*+\}}"
+_ADDRESS = rf"\[\s*+(?:{_R}|{_S})\s*+(?:\+\s*+-?(?:{_NUMBER}))?+\s*+(?:,\s*+(?:{_VEC}|{_ATOM})\s*+)*+\]"
 _NAME = rf"(?:!?{_R}|{_S})"
-_PLIST = rf"\(\s*(?:{_NAME}(?:\s*,\s*{_NAME})*)?\s*\)"  # a number after '(' is an expression
-_ONE = rf"(?:{_ADDRESS}|{_PLIST}|(?:{_VEC}|{_ATOM})(?:\s*\|\s*{_ATOM})?)"
+_PLIST = rf"\(\s*+(?:{_NAME}(?:\s*+,\s*+{_NAME})*+)?+\s*+\)"  # a number after '(' is an expression
+_PAIRED = rf"(?:\s*+\|\s*+{_ATOM})?+"  # d|p: only after a value
+_ONE = rf"(?:{_VEC}{_PAIRED}|{_ADDRESS}|{_PLIST}|{_ATOM}{_PAIRED})"
 INSTRUCTION_PATTERN = (
-    rf"(?:@(?P<guard>!?{_R})\s+)?(?P<op>[A-Za-z][\w.:]*)"
-    rf"(?:\s+(?P<dest>{_ONE})(?P<rest>(?:\s*,\s*{_ONE})*))?\s*;"
+    rf"(?:@(?P<guard>!?{_R})\s++)?(?P<op>[A-Za-z][\w.:]*+)"
+    rf"(?:\s++(?P<dest>{_ONE})(?P<rest>(?:\s*+,\s*+{_ONE})*+))?+\s*+;"
 )
 _WELL_FORMED = re.compile(r"\s*" + INSTRUCTION_PATTERN)
 

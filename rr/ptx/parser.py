@@ -82,7 +82,7 @@ def parse(text: str, source: str = "<string>", validate: bool = True) -> Module:
     the operand grammar, and the operand forms of the families rr reads (`rr.ptx.forms`) — so
     that bad instructions are a ParseError here and never reach a later stage."""
     with no_gc():
-        module = _Parser(text, source).module()
+        module = _Parser(text, source, validate).module()
     if validate:
         for f in module.functions:
             if f.scan is not None:
@@ -132,9 +132,10 @@ def emit(module: Module) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, source: str):
+    def __init__(self, text: str, source: str, validate: bool = True):
         self.text = text
         self.source = source
+        self.validate = validate  # check operand forms as bodies are read
         self.pos = 0
         self.line = 1
         self._counted = 0  # newlines are counted up to here
@@ -246,7 +247,7 @@ class _Parser:
         if text[end] != "{":
             raise self.error(end, f"expected '{{' to open the body of {f.name}")
         self.pos = end + 1
-        scanned = scan_body(text, self.pos, self.line_at(end))
+        scanned = scan_body(text, self.pos, self.line_at(end), self.validate)
         if scanned is not None:
             f.scan, self.pos = scanned
             f.tail = f.scan.tail
@@ -287,9 +288,10 @@ class _Parser:
             if kind == "ins":
                 # Well formed: guard, opcode and what the first operand is, straight from the match.
                 item, guard, opcode, dest, rest = m.group("ins", "guard", "op", "dest", "rest")
-                message = check_text(opcode, (dest or "") + (rest or ""))
-                if message is not None:
-                    raise self.error(m.start("ins"), message)
+                if self.validate:
+                    message = check_text(opcode, (dest or "") + (rest or ""))
+                    if message is not None:
+                        raise self.error(m.start("ins"), message)
                 items.append(Instruction(item, lead, line, None, head(guard, opcode, dest)))
                 pos = m.end()
                 line += item.count("\n")

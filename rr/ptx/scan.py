@@ -21,18 +21,19 @@ from dataclasses import dataclass
 from rr.ptx.defuse import _REGISTER, defs_uses_text, head, scoped_defs_uses, split_registers
 from rr.ptx.model import Block, Directive, Instruction, Label
 from rr.ptx.errors import ParseError
-from rr.ptx.forms import check_operands, check_text, text_pattern
+from rr.ptx.forms import check_operands, quick_form
 from rr.ptx.operands import INSTRUCTION_PATTERN, parse_instruction
 from rr.ptx.scopes import name_registers, own_names, visible
 
-# Whitespace and comments, atomic: no item starts with either, so a failed match never needs
-# it to give back, and nested repeats of blanks would backtrack exponentially if it could.
-LEAD = r"(?>(?:\s+|//[^\n]*|/\*.*?\*/)*)"
-LABEL = r"[A-Za-z_$][\w$]*[ \t]*:(?!:)"
+# Whitespace and comments, possessive: no item starts with either, so a failed match never needs
+# it to give back, and nested repeats of blanks would backtrack exponentially if it could (it is
+# also cheaper to match than a plain or atomic-group repeat).
+LEAD = r"(?:\s+|//[^\n]*|/\*.*?\*/)*+"
+LABEL = r"[A-Za-z_$][\w$]*+[ \t]*+:(?!:)"
 # `.loc` / `.file` end at the end of their line, without trailing blanks or a comment.
-LINE_DIRECTIVE = r"\.(?:loc|file)\b(?:[ \t]*(?:[^\s/]|/(?![/*])))*"
-DIRECTIVE = r'\.[A-Za-z_]\w*(?:[^;"]|"[^"\n]*")*;' 
-OTHER_INSTRUCTION = r"[@A-Za-z][^;]*;"
+LINE_DIRECTIVE = r"\.(?:loc|file)\b(?:[ \t]*+(?:[^\s/]|/(?![/*])))*+"
+DIRECTIVE = r'\.[A-Za-z_]\w*+(?:[^;"]++|"[^"\n]*+")*+;'
+OTHER_INSTRUCTION = r"[@A-Za-z][^;]*+;"
 
 # groups: 1 lead, 2 item, 3 well-formed instruction, 4 guard, 5 opcode, 6 first operand, 7 rest
 _SPLIT = re.compile(
@@ -54,15 +55,18 @@ class BodyScan:
     raw: str
     decls: list
     start: int = 0  # offset of `raw` in the file
+    others: bool = True  # some instruction did not match the operand grammar
 
     @property
     def tail(self) -> str:
         return self.parts[-_STRIDE + 1]  # the lead of the closing '}'
 
 
-def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
+def scan_body(text: str, start: int, line: int, check: bool = True) -> tuple[BodyScan, int] | None:
     """Scan the body whose '{' is just before `start`. Returns (scan, position after its '}') or
-    None when the fast path cannot vouch for the text (the caller then parses item by item)."""
+    None when the fast path cannot vouch for the text (the caller then parses item by item). With
+    `check`, an instruction matched by the operand grammar must also fit its family's operand
+    forms (`rr.ptx.forms`); one that does not is left to the item parser too, which reports it."""
     # The body ends at a '}' that starts a line (NVVM's layout). Scope blocks may close that way
     # too — cuda_fp16's inline asm closes thousands of them — so the text is split up to the next
     # such line, then up to twice as many, and so on, until the braces balance: a few `re.split`
@@ -72,6 +76,8 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
     scopes = [0]  # the scope numbers of the open blocks, as Statement.scope counts them
     opened = 0
     decls: list = []
+    others = False  # instructions the grammar did not match (their operands need the typed parser)
+    forms = _FORMS if check else {}
     chunk_start = start
     lines_per_chunk = 1
     while True:
@@ -87,6 +93,33 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
         for k in range(2, len(more), _STRIDE):
             if more[k - 2]:
                 return None  # text between items
+            if more[k + 1] is not None:  # an instruction the operand grammar matched
+                form = forms.get(more[k + 3], False)
+                if form is None:
+                    continue  # a family the forms do not cover
+                if form is False:
+                    if not check:
+                        continue
+                    form = _FORMS[more[k + 3]] = quick_form(more[k + 3])
+                    if form is None:
+                        continue
+                # forms.fits, inline: this runs for most statements of every kernel
+                counts, need, bad, simple, rx = form
+                dest, rest = more[k + 4], more[k + 5]
+                if dest is None:
+                    if 0 not in counts:
+                        return None
+                elif dest[0] in bad or (need is not None and dest[0] != need):
+                    return None
+                elif rest is None:
+                    if 1 not in counts:
+                        return None
+                elif simple and "[" not in rest and "{" not in rest and "(" not in rest:
+                    if rest.count(",") + 1 not in counts:
+                        return None
+                elif rx.match(dest + rest) is None:
+                    return None
+                continue
             item = more[k]
             c = item[0]
             if c == "{":
@@ -102,13 +135,16 @@ def scan_body(text: str, start: int, line: int) -> tuple[BodyScan, int] | None:
                         return None  # the function does not close at the start of a line
                     parts[-1:] = more[:k + 6]
                     parts.append("")
-                    return BodyScan(parts, line, text[start:close - 1], decls, start), close
+                    return BodyScan(parts, line, text[start:close - 1], decls, start, others), close
                 scopes.pop()
-            elif more[k + 1] is None:
+            else:
                 if "//" in item or "/*" in item:
                     return None  # a comment inside an instruction or directive may hide a ';'
-                if c == "." and item.startswith(".reg") and item[4] in " \t\r\n":
-                    decls.append((scopes[-1], item))
+                if c == ".":
+                    if item.startswith(".reg") and item[4] in " \t\r\n":
+                        decls.append((scopes[-1], item))
+                elif item[-1] != ":":
+                    others = True
         if more[-1]:
             return None  # text after the last item
         parts[-1:] = more
@@ -155,35 +191,30 @@ def _nodes(scan: BodyScan) -> tuple[list, str]:
 
 
 def _named(nodes: tuple[list, str], scan: BodyScan) -> tuple[list, str]:
-    if own_names(scan.decls):
+    if scan.decls and own_names(scan.decls)[0]:
         name_registers(nodes[0])
     return nodes
 
 
+_FORMS: dict = {}  # opcode -> forms.quick_form (None: not in the table); a memo of a pure function
+
+
 def malformed(scan: BodyScan) -> tuple[int, str] | None:
-    """The first instruction whose operands are bad — (its offset in `raw`, why) — or None.
-    Instructions the scan matched with the operand grammar are checked against the operand forms
-    (`rr.ptx.forms`) on their text; the others are parsed into typed operands with the names of
-    their scope and checked on those."""
+    """The first instruction the operand grammar did not match whose operands are bad — (its
+    offset in `raw`, why) — or None. They are parsed into typed operands with the names of their
+    scope and checked against the operand forms (`rr.ptx.forms`); the matched ones were checked
+    on their text while scanning."""
+    if not scan.others:
+        return None
     parts = scan.parts
-    patterns: dict = {}  # opcode -> forms.text_pattern (None: not in the table)
-    own = own_names(scan.decls) if scan.decls else {}
+    own, _ = own_names(scan.decls) if scan.decls else ({}, None)
     names = own.get(0)
     maps = [names]
     blocks = 0
     for k in range(0, len(parts) - 1, _STRIDE):
-        item = parts[k + 2]
         if parts[k + 3] is not None:
-            opcode = parts[k + 5]
-            rx = patterns.get(opcode, False)
-            if rx is False:
-                rx = patterns[opcode] = text_pattern(opcode)
-            if rx is not None:
-                dest, rest = parts[k + 6], parts[k + 7]
-                operands = "" if dest is None else (dest + rest if rest else dest)
-                if rx.match(operands) is None:
-                    return _offset(parts, k), check_text(opcode, operands)
             continue
+        item = parts[k + 2]
         c = item[0]
         if c == "{":
             blocks += 1
@@ -216,17 +247,16 @@ def statement_rows(scan: BodyScan, record) -> list:
     out: list = []
     append = out.append
     split, findall, new = split_registers, _REGISTER.findall, tuple.__new__  # the hot loop's callees
-    own = own_names(scan.decls) if scan.decls else {}
+    own, find = own_names(scan.decls) if scan.decls else ({}, None)
     names = own.get(0)  # the names of the current scope (rr.ptx.scopes), None where all are %-names
     maps = [names]
     scopes = [0]
     blocks = 0
     line = scan.line
     n = 0
-    for lead, item, ins, guard, opcode, dest, rest in zip(parts[1::_STRIDE], parts[2::_STRIDE],
-                                                          parts[3::_STRIDE], parts[4::_STRIDE],
-                                                          parts[5::_STRIDE], parts[6::_STRIDE],
-                                                          parts[7::_STRIDE]):
+    for lead, item, ins, guard, opcode, dest in zip(parts[1::_STRIDE], parts[2::_STRIDE],
+                                                    parts[3::_STRIDE], parts[4::_STRIDE],
+                                                    parts[5::_STRIDE], parts[6::_STRIDE]):
         line += lead.count("\n")
         lines = item.count("\n")
         if ins is not None:
@@ -234,7 +264,7 @@ def statement_rows(scan: BodyScan, record) -> list:
             if names is None:
                 defs, uses = split(head(guard, opcode, dest), findall(item))
             else:
-                guard, _, defs, uses = scoped_defs_uses(guard, opcode, dest, rest, names)
+                guard, _, defs, uses = scoped_defs_uses(guard, opcode, dest, item, names, find)
             append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
         else:
             c = item[0]
@@ -251,7 +281,7 @@ def statement_rows(scan: BodyScan, record) -> list:
                 names = maps[-1]
             elif c != "." and item[-1] != ":":
                 n += 1
-                guard, opcode, defs, uses = defs_uses_text(item, names)
+                guard, opcode, defs, uses = defs_uses_text(item, names, find)
                 append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
         line += lines
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 
 from rr.ptx.model import Block, Directive, Instruction
 
@@ -67,47 +68,88 @@ def _in_ranges(name: str, ranges: dict[str, int]) -> bool:
     return m is not None and int(m.group(2)) < ranges.get(m.group(1), 0)
 
 
-def own_names(decls: list[tuple[int, str]]) -> dict[int, dict[str, str]]:
+def own_names(decls: list[tuple[int, str]]) -> tuple[dict[int, dict[str, str]], re.Pattern]:
     """From the `.reg` declarations of a function, (scope, text) in textual order: per scope, the
     names written in that scope's instructions whose register identity differs from a plain
     `%`-name — bare names (mapped to their identity) and block names that another scope also
-    declares (mapped to `name@scope`). Scopes with no such names are left out."""
-    per_scope: dict[int, list[str]] = {}
+    declares (mapped to `name@scope`); scopes with no such names are left out. And the pattern
+    that finds the function's registers in an operand text (`finder`)."""
+    per_scope: dict[int, tuple] = {}
     ranges0: dict[str, int] = {}  # NVVM's function-level %r<N>: never expanded, only tested against
+    seen: dict[str, tuple] = {}  # declaration text -> names (cuda_fp16 repeats one in every block)
     for scope, text in decls:
-        names, ranges = _declared(text)
-        if scope == 0 and all(p[0] == "%" for p, _ in ranges):
-            for prefix, n in ranges:
-                ranges0[prefix] = max(n, ranges0.get(prefix, 0))
-            per_scope.setdefault(0, []).extend(names)
-        else:
-            per_scope.setdefault(scope, []).extend(declared_names(text) if ranges else names)
+        names = seen.get(text)
+        if names is None:
+            names, ranges = _declared(text)
+            if ranges and scope == 0 and all(p[0] == "%" for p, _ in ranges):
+                for prefix, n in ranges:
+                    ranges0[prefix] = max(n, ranges0.get(prefix, 0))
+            elif ranges:
+                names = tuple(declared_names(text))
+            if scope:
+                seen[text] = names
+        if names:
+            before = per_scope.get(scope)
+            per_scope[scope] = names if before is None else before + names
     if not any(scope or any(n[0] != "%" for n in names) for scope, names in per_scope.items()):
-        return {}  # only function-level %-names: every register is its written name
+        return {}, _PERCENT  # only function-level %-names: every register is its written name
     count: dict[str, int] = {}
-    for names in per_scope.values():
+    for names, n in Counter(per_scope.values()).items():
         for name in names:
-            count[name] = count.get(name, 0) + 1
+            count[name] = count.get(name, 0) + n
     elsewhere = {name: n > 1 or _in_ranges(name, ranges0) for name, n in count.items()}
+    bare = frozenset(name for name in count if name[0] != "%")
     out: dict[int, dict[str, str]] = {}
     for scope, names in per_scope.items():
-        own = {}
-        suffix = f"@{scope}"
-        for name in names:
+        own = Names()
+        words = 0
+        for name in names:  # a loop, not a comprehension: this runs for each of thousands of blocks
             if scope and elsewhere[name]:
-                own[name] = name + suffix
+                own[name] = f"{name}@{scope}"
             elif name[0] != "%":
                 own[name] = name
+            words += name[0] != "%"
         if own:
+            own.complete = words == len(bare)
             out[scope] = own
-    return out
+    return out, finder(bare)
+
+
+class Names(dict):
+    """A scope's names (written name → identity). `complete`: it holds every bare name the
+    function declares, so every bare word `finder` finds in its instructions is one of them
+    (set by whoever makes one)."""
+
+    __slots__ = ("complete",)
+
+
+_PERCENT = re.compile(r"%[\w$]+(?![\w$.])")
+
+
+@functools.lru_cache(maxsize=256)
+def finder(bare: frozenset) -> re.Pattern:
+    """The registers in an operand text of a function whose `.reg` declarations include these bare
+    names: every %-name (not the dotted special registers), and each of the names where it stands
+    as a word of its own (not part of a dotted or longer name, or a number)."""
+    if not bare:
+        return _PERCENT
+    # each name before the look-behind that it stands alone, so the search can skip to the
+    # characters a register can start with
+    words = "|".join(rf"{re.escape(w)}(?<![\w$.%]{re.escape(w)})"
+                     for w in sorted(bare, key=len, reverse=True))
+    return re.compile(rf"%[\w$]+(?![\w$.])|(?:{words})(?![\w$.])")
 
 
 def visible(parent: dict | None, own: dict | None) -> dict | None:
     """The names visible in a block: its parent's, overridden by its own."""
     if own is None:
         return parent
-    return {**parent, **own} if parent else own
+    if not parent:
+        return own
+    merged = Names(parent)
+    merged.update(own)
+    merged.complete = parent.complete or own.complete
+    return merged
 
 
 def walk(items: list):
@@ -135,11 +177,11 @@ def walk(items: list):
     return instructions, decls
 
 
-def scope_maps(items: list, instructions=None, decls=None) -> tuple[list, dict[int, dict | None]]:
-    """The instructions with their scopes, and per scope the visible names (identity maps)."""
-    if instructions is None:
-        instructions, decls = walk(items)
-    own = own_names(decls)
+def scope_maps(items: list) -> tuple[list, dict[int, dict | None], re.Pattern]:
+    """The instructions with their scopes, per scope the visible names (identity maps), and the
+    function's `finder`."""
+    instructions, decls = walk(items)
+    own, find = own_names(decls)
     maps: dict[int, dict | None] = {0: own.get(0)}
     if own and (len(own) > 1 or 0 not in own):
         # parents follow the nesting: walk the blocks once more, only for their numbers
@@ -155,13 +197,13 @@ def scope_maps(items: list, instructions=None, decls=None) -> tuple[list, dict[i
                     break
             else:
                 stack.pop()
-    return instructions, maps
+    return instructions, maps, find
 
 
 def name_registers(items: list) -> None:
     """Give each instruction of a body the bare register names visible in its scope (written
     name → itself), so that its typed operands read them as registers."""
-    instructions, maps = scope_maps(items)
+    instructions, maps, _ = scope_maps(items)
     written: dict[int, dict | None] = {}
     for ins, scope in instructions:
         names = maps.get(scope, maps[0])
