@@ -23,7 +23,7 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        expand("results/{layer}/statements.parquet", layer=config["layers"]),
+        expand("results/{layer}/statements.parquet", layer=LAYERS),
         all_cells,
         "results/summary.parquet",
         "results/report/identity.png",

@@ -381,6 +381,8 @@ def cmd_compare(args) -> int:
             raise UserError(str(e)) from None
         layers[name] = la[name].layer
     dicts = [{**r.as_dict(), **({"layer": layers[r.buffer]} if layers[r.buffer] else {})} for r in rows]
+    if dicts and "layer" in dicts[0]:
+        dicts[0]["final"] = True  # two frame runs: the first row is the final frame's
     if args.output:
         from rr.io import write_json
 

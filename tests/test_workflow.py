@@ -130,7 +130,7 @@ def test_a_sample_cell_gives_one_row_per_shipped_recipe(workdir):
 
 
 def _small_cpu_config(workdir, recipes):
-    _configure(workdir, backend="cpu", cpu_frame="128x128", recipes=recipes, phases=[8])
+    _configure(workdir, backend="cpu", cpu_frame="128x128", recipes=recipes, phases=[8], layers=["enc2"])
 
 
 def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
@@ -142,7 +142,10 @@ def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
     for row in rows.values():
         assert (row["M"], row["N"], row["K"]) == (64, 32, 96)  # reference §2.2 row 8
         assert row["splice_status"] == "ok" and row["capture_backend"] == "cpu" and row["frame"] == "128x128"
-        assert row["frame_identical"] is True
+        # the capture is the whole network's frame with enc2 replaced; its final frame is the verdict
+        assert row["frame_identical"] is True and row["final_buffer"] == "frame"
+        assert row["first_differing_layer"] is None and row["capture_started_at"] == "enc2"
+        assert row["capture_completed_after"] == "enc2"  # enc2's outputs matched: the rest is the reference's
         assert row["timing_status"] == "unsupported" and row["ratio"] is None and "no timing" in row["timing_message"]
     again = _snakemake(workdir, "results/enc2_phase8.parquet")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
@@ -214,6 +217,23 @@ def test_capture_and_timing_jobs_take_a_gpu_on_the_cuda_backend_only(workdir):
     assert all("gpu=0" in jobs[rule] for rule in gpu_rules - {"time"})
 
 
+def test_a_frame_cell_on_the_cuda_backend_captures_frames_and_times_frame_and_layer(workdir):
+    # enc2 of the synthetic engine: the frame layout and its reference capture once, each splice
+    # captured as the whole frame (not resumed on the GPU), timed as a frame and as enc2 alone
+    _configure(workdir, backend="cuda", recipes=["regen"], phases=[8])
+    assert _snakemake(workdir, "results/enc2/descriptor.json").returncode == 0
+    dry = _snakemake(workdir, "-n", "-p", "results/enc2_phase8.parquet")
+    out = dry.stdout + dry.stderr
+    jobs = _job_resources(out)
+    gpu_rules = {"capture_frame", "capture_splice", "time", "time_layer"}
+    assert gpu_rules | {"frame_layout", "launch_splice", "layer_alone", "splice_alone"} <= set(jobs), out[-3000:]
+    assert "capture_reference" not in jobs and "launch" not in jobs  # no launch of enc2 alone
+    for rule, resources in jobs.items():
+        assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
+    assert "relaunch results/frame/layout --layer enc2 --module" in out and "--resume" not in out
+    assert "rr time results/frame/layout --vs results/enc2/phase8/regen.launch" in out
+
+
 def test_the_slurm_profile_asks_slurm_for_one_gpu_per_gpu_job(workdir):
     from types import SimpleNamespace
 
@@ -226,7 +246,7 @@ def test_the_slurm_profile_asks_slurm_for_one_gpu_per_gpu_job(workdir):
     assert dry.returncode == 0 and "Using workflow specific profile profiles/slurm" in out, out[-3000:]
     for rule, line in _job_resources(out).items():
         resources = dict(kv.split("=", 1) for kv in line.removeprefix("resources:").replace(" ", "").split(","))
-        gpu_job = rule in {"capture_reference", "capture_splice", "time"}
+        gpu_job = rule in {"capture_reference", "capture_splice", "capture_frame", "time", "time_layer"}
         assert resources["slurm_partition"] == ("gpu" if gpu_job else "cpu"), (rule, line)
         # the executor plugin's own translation of the job's resources into sbatch arguments
         gres = set_gres_string(SimpleNamespace(resources={k: int(v) if v.isdigit() else v
@@ -317,7 +337,9 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 def test_a_config_alias_bomb_is_refused_before_validation(workdir):
     config = workdir / "config/config.yaml"
-    config.write_text(config.read_text().replace("layers:\n  - enc2\n", BOMB + "layers: *i\n"))
+    text = config.read_text()
+    assert "\nlayers: all\n" in text
+    config.write_text(text.replace("\nlayers: all\n", "\n" + BOMB + "layers: *i\n"))
     dry = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n"], cwd=workdir,
                          capture_output=True, text=True, timeout=120)
     out = dry.stdout + dry.stderr

@@ -393,3 +393,16 @@ def find_entry(corpus_dir: str | Path, pattern: str) -> list[tuple[Path, str]]:
                 seen.add((row["hash"], entry))
                 hits.append((corpus_dir / "modules" / f"{row['hash']}.ptx", entry))
     return hits
+
+
+def corpus_layers(corpus_dir: str | Path, entry_pattern: str) -> list[str]:
+    """The layers a corpus has: every entry the pattern (`…_{layer}_kernel`) matches, its {layer}
+    part, in the order the corpus first holds them."""
+    corpus_dir = Path(corpus_dir)
+    if not (corpus_dir / "index.parquet").is_file():
+        raise CorpusError(f"{corpus_dir}: no corpus extracted yet, so its layers are not known: run "
+                          f"`snakemake {corpus_dir}/index.parquet` first, or list the layers in the config")
+    head, _, tail = entry_pattern.partition("{layer}")
+    regex = re.compile(re.escape(head) + r"([a-z][a-z0-9]*)" + re.escape(tail) + "$")
+    found = [m.group(1) for _, entry in find_entry(corpus_dir, ".") if (m := regex.match(entry))]
+    return list(dict.fromkeys(found))

@@ -43,16 +43,26 @@ def _capture_check(name: str, row: dict, recipe: Recipe) -> dict:
     if unmeasured:
         return unmeasured
     buffers = row.get("buffers") or []
+    final = row.get("final_buffer")  # a whole frame's capture: the final frame is what is judged
     if name == "identical_output":
+        if final:
+            judged = [b for b in buffers if b["name"] == final]
+            differing = sum(b["differing_elements"] for b in judged)
+            where = row.get("first_differing_layer")
+            detail = (f"the final frame ({final}) byte-identical to the unspliced frame's" if row["frame_identical"] else
+                      f"{differing} elements of the final frame ({final}) differ"
+                      + (f"; first differing layer {where} ({row['first_differing_buffer']})" if where else ""))
+            return _check(name, bool(row["frame_identical"]), detail, float(differing), 0.0)
         differing = sum(b["differing_elements"] for b in buffers)
         detail = ("every output buffer byte-identical to the unspliced kernel's" if row["frame_identical"] else
                   f"{differing} elements differ; worst buffer {row['worst_buffer']}")
         return _check(name, bool(row["frame_identical"]), detail, float(differing), 0.0)
-    psnr, worst = row.get("psnr_db"), row.get("worst_buffer")
+    psnr, worst = row.get("psnr_db"), final or row.get("worst_buffer")
+    what = f"final frame ({final})" if final else f"worst buffer {worst}"
     if psnr is None:
         return _check(name, False, f"non-finite values differ in {worst}", None, recipe.psnr_min_db)
     detail = ("identical (infinite PSNR)" if math.isinf(psnr) else
-              f"worst buffer {worst}: {psnr:.2f} dB {'≥' if psnr >= recipe.psnr_min_db else '<'} "
+              f"{what}: {psnr:.2f} dB {'≥' if psnr >= recipe.psnr_min_db else '<'} "
               f"{recipe.psnr_min_db:g} dB")
     return _check(name, psnr >= recipe.psnr_min_db, detail, psnr, recipe.psnr_min_db)
 

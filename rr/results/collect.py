@@ -120,6 +120,15 @@ def _capture(row: dict, run: dict | None, compare: list | None) -> None:
                worst_buffer=worst and worst["name"], frame_identical=worst is None,
                psnr_db=math.inf if worst is None else worst["psnr_db"],
                max_abs_diff=0.0 if worst is None else worst["max_abs_diff"])
+    if "layer" in compare[0]:  # two frame runs, the final frame first: the question is its bytes
+        differing = next((r for r in compare[1:] if not r["identical"]), None)
+        final = buffers[0]  # its PSNR is the row's (the recipe's checks judge the final frame)
+        row.update(final_buffer=final["name"], frame_identical=compare[0]["identical"], psnr_db=final["psnr_db"],
+                   max_abs_diff=final["max_abs_diff"],
+                   first_differing_layer=differing and differing["layer"],
+                   first_differing_buffer=differing and differing["buffer"],
+                   capture_started_at=(run or {}).get("start"),
+                   capture_completed_after=(run or {}).get("completed_from_reference_after"))
 
 
 def _timing(row: dict, timing: dict | None, backend: str | None, run: dict | None) -> None:
@@ -180,7 +189,16 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
         _compile(row, compiled, descriptor["entry"])
     run = _read(cell / f"{recipe}.run.json")
     _capture(row, run, _read(cell / f"{recipe}.compare.json"))
-    _timing(row, _read(cell / f"{recipe}.timing.json"), backend, run)
+    layer_timing = _read(cell / f"{recipe}.layer_timing.json")
+    if layer_timing is None:  # one layer's launch: its timing is the layer's
+        _timing(row, _read(cell / f"{recipe}.timing.json"), backend, run)
+        return row
+    _timing(row, layer_timing, backend, run)  # a frame's cell: the layer alone, then the whole frame
+    frame_timing = _read(cell / f"{recipe}.timing.json")
+    if frame_timing is not None and frame_timing.get("status") == "ok":
+        row.update(frame_ref_median_ms=frame_timing["reference"]["median_ms"],
+                   frame_splice_median_ms=frame_timing["other"]["median_ms"],
+                   frame_noise=frame_timing["ratio_noise"], frame_ratio=frame_timing["ratio"])
     return row
 
 

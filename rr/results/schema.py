@@ -54,11 +54,18 @@ RESULTS_SCHEMA = pa.schema([
     ("capture_device", pa.string()), ("frame", pa.string()),
     ("buffers", pa.list_(BUFFER)), ("worst_buffer", pa.string()),
     ("max_abs_diff", pa.float64()), ("psnr_db", pa.float64()), ("frame_identical", pa.bool_()),
+    # a whole frame's capture: the first layer whose outputs differ (and its buffer), where a
+    # resumed frame started and after which layer it was completed from the reference's outputs
+    ("final_buffer", pa.string()), ("first_differing_layer", pa.string()), ("first_differing_buffer", pa.string()),
+    ("capture_started_at", pa.string()), ("capture_completed_after", pa.string()),
     # timing
     ("timing_status", pa.string()), ("timing_message", pa.string()),
     ("ref_median_ms", pa.float64()), ("splice_median_ms", pa.float64()),
     ("splice_min_ms", pa.float64()), ("splice_max_ms", pa.float64()), ("noise", pa.float64()),
     ("samples", pa.int32()), ("ratio", pa.float64()), ("gpu", pa.string()), ("driver", pa.string()),
+    # a frame's cell: the ratio above is the layer's alone; these are the whole frame's
+    ("frame_ref_median_ms", pa.float64()), ("frame_splice_median_ms", pa.float64()), ("frame_noise", pa.float64()),
+    ("frame_ratio", pa.float64()),
     # provenance
     ("rr_version", pa.string()), ("code_fingerprint", pa.string()), ("created_at", pa.timestamp("ms", tz="UTC")),
 ], metadata={b"rr.stage": b"collect"})

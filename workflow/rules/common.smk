@@ -5,6 +5,9 @@ import json
 
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
+from rr.corpus import corpus_layers
+from rr.synth.engine import LAYERS as ENGINE_LAYERS
+from rr.synth.family import LAYERS as NETWORK
 
 # auto resolved once, at DAG time: it decides the frame size the launches are made for.
 BACKEND = resolve_backend(config["backend"])
@@ -48,7 +51,7 @@ def all_cells(wildcards):
     """Every configured cell: all phases of every layer, or the configured list (a phase a layer
     lacks stops the DAG, as its target would); a layer without mma is its status rows."""
     cells = []
-    for layer in config["layers"]:
+    for layer in LAYERS:
         phases = layer_phases(layer)
         if not phases:
             cells.append(f"results/{layer}_nophases.parquet")
@@ -60,6 +63,11 @@ def all_cells(wildcards):
             check_phase(layer, phase, phases)
         cells += [f"results/{layer}_phase{p}.parquet" for p in chosen]
     return cells
+
+
+def entry_pattern(wildcards):
+    """The corpus's entry pattern, `{layer}` left in it (a function: params strings are formatted)."""
+    return config["corpus"]["entry_pattern"]
 
 
 def layer_entry(wildcards):
@@ -74,8 +82,57 @@ def layer_descriptor(wildcards):
     return f"results/{wildcards.layer}/descriptor.json"
 
 
+def configured_layers():
+    """The layers to process: the configured list, or with `all` every layer the corpus has (the
+    synthetic engine's are known without extracting it; another corpus must be extracted first)."""
+    if config["layers"] != "all":
+        return list(config["layers"])
+    if config["corpus"]["source"] is None:
+        return list(ENGINE_LAYERS)
+    return corpus_layers("resources/corpus", config["corpus"]["entry_pattern"])
+
+
+LAYERS = configured_layers()
+
+# With the synthetic engine (no corpus configured) a cell's capture is the whole network's frame
+# with the cell's layer replaced by the splice; other corpora's layers are launched alone.
+FRAME_LAYERS = frozenset(s.name for s in NETWORK) if config["corpus"]["source"] is None else frozenset()
+FRAME_LAYOUT = "results/frame/layout"
+FRAME_REFERENCE = "results/frame/reference"
+
+
+def in_frame(wildcards):
+    return wildcards.layer in FRAME_LAYERS
+
+
 def layer_launch_dir(wildcards):
-    return f"results/{wildcards.layer}/launch"
+    """What a layer's captures run: the frame layout, or the layer's own launch directory."""
+    return FRAME_LAYOUT if in_frame(wildcards) else f"results/{wildcards.layer}/launch"
+
+
+def reference_capture(wildcards):
+    """The unspliced run a cell's captures are compared with: the frame's, or the layer's."""
+    return FRAME_REFERENCE if in_frame(wildcards) else f"results/{wildcards.layer}/reference"
+
+
+def splice_launch_inputs(wildcards):
+    """A splice's launch: the layer's launch, the spliced module and, for a frame on the cpu
+    backend, the reference capture the frame resumes from at the replaced layer."""
+    inputs = {
+        "launch": layer_launch_dir(wildcards),
+        "module": f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.ptx",
+    }
+    if in_frame(wildcards) and BACKEND == "cpu":
+        inputs["reference"] = FRAME_REFERENCE
+    return inputs
+
+
+def relaunch_args(wildcards):
+    """rr relaunch's frame options: the layer replaced, and on the cpu backend where it resumes."""
+    if not in_frame(wildcards):
+        return ""
+    resume = f" --resume {FRAME_REFERENCE}" if BACKEND == "cpu" else ""
+    return f"--layer {wildcards.layer}{resume}"
 
 
 def recipe_file(wildcards):
@@ -96,9 +153,11 @@ RECORDS = ("ptx.splice.json", "cubin.json", "run.json", "compare.json") + (
 
 
 def cell_records(wildcards):
-    """Every record collect reads for a layer × phase cell, for each configured recipe."""
+    """Every record collect reads for a layer × phase cell, for each configured recipe (a frame's
+    cell on the GPU also times its layer alone: layer_timing.json)."""
     cell = f"results/{wildcards.layer}/phase{wildcards.phase}"
-    return [f"{cell}/{r}.{kind}" for r in config["recipes"] for kind in RECORDS]
+    kinds = RECORDS + (("layer_timing.json",) if BACKEND == "cuda" and in_frame(wildcards) else ())
+    return [f"{cell}/{r}.{kind}" for r in config["recipes"] for kind in kinds]
 
 
 def reference_compile(wildcards):
@@ -136,5 +195,5 @@ def descriptor_args(wildcards):
     """--descriptor LAYER=PATH for every configured layer."""
     return " ".join(
         f"--descriptor {layer}=results/{layer}/descriptor.json"
-        for layer in config["layers"]
+        for layer in LAYERS
     )

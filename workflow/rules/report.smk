@@ -25,7 +25,7 @@ rule summary:
 rule report_figures:
     input:
         summary="results/summary.parquet",
-        descriptors=expand("results/{layer}/descriptor.json", layer=config["layers"]),
+        descriptors=expand("results/{layer}/descriptor.json", layer=LAYERS),
     output:
         identity=report(
             "results/report/identity.png",
@@ -58,12 +58,12 @@ rule report_figures:
             category="Summary",
         ),
         phases=report(
-            expand("results/report/phases_{layer}.html", layer=config["layers"]),
+            expand("results/report/phases_{layer}.html", layer=LAYERS),
             caption="../report/phases.rst",
             category="Phases",
         ),
         phases_csv=report(
-            expand("results/report/phases_{layer}.csv", layer=config["layers"]),
+            expand("results/report/phases_{layer}.csv", layer=LAYERS),
             caption="../report/phases.rst",
             category="Phases",
         ),

@@ -21,6 +21,45 @@ rule launch:
         " --entry-pattern '{params.pattern}' --record -o {output} > {log} 2>&1"
 
 
+rule frame_layout:
+    input:
+        index="resources/corpus/index.parquet",
+    output:
+        directory(FRAME_LAYOUT),
+    log:
+        "logs/launch/frame.log",
+    conda:
+        "../envs/rr.yaml"
+    params:
+        code=CODE["synth"],
+        frame=FRAME,
+        seed=config["input_seed"],
+        pattern=entry_pattern,
+    shell:
+        "python3 -m rr launch frame resources/corpus --frame {params.frame} --seed {params.seed}"
+        " --entry-pattern '{params.pattern}' -o {output} > {log} 2>&1"
+
+
+rule capture_frame:
+    input:
+        FRAME_LAYOUT,
+    output:
+        directory(FRAME_REFERENCE),
+    log:
+        "logs/capture/frame_reference.log",
+    # the unspliced frame, the same for every workflow with the same layout and rr
+    cache: True
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
+    params:
+        code=CODE["run"],
+        backend=BACKEND,
+    shell:
+        "python3 -m rr run {input} --backend {params.backend} --timeout 3600 --record -o {output} > {log} 2>&1"
+
+
 rule capture_reference:
     input:
         "results/{layer}/launch",
@@ -64,8 +103,7 @@ rule compile_reference:
 
 rule launch_splice:
     input:
-        launch="results/{layer}/launch",
-        module="results/{layer}/phase{phase}/{recipe}.ptx",
+        unpack(splice_launch_inputs),
     output:
         directory("results/{layer}/phase{phase}/{recipe}.launch"),
     log:
@@ -74,8 +112,10 @@ rule launch_splice:
         "../envs/rr.yaml"
     params:
         code=CODE["run"],
+        frame=relaunch_args,
     shell:
-        "python3 -m rr relaunch {input.launch} --module {input.module} --record -o {output} > {log} 2>&1"
+        "python3 -m rr relaunch {input.launch} {params.frame} --module {input.module} --record -o {output}"
+        " > {log} 2>&1"
 
 
 rule capture_splice:
@@ -94,13 +134,13 @@ rule capture_splice:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "python3 -m rr run {input} --backend {params.backend} --record -o {output.capture} > {log} 2>&1"
-        " && cp {output.capture}/run.json {output.record}"
+        "python3 -m rr run {input} --backend {params.backend} --timeout 3600 --record -o {output.capture}"
+        " > {log} 2>&1 && cp {output.capture}/run.json {output.record}"
 
 
 rule compare:
     input:
-        reference="results/{layer}/reference",
+        reference=reference_capture,
         capture="results/{layer}/phase{phase}/{recipe}.capture",
     output:
         "results/{layer}/phase{phase}/{recipe}.compare.json",
@@ -116,12 +156,66 @@ rule compare:
 
 rule time:
     input:
-        reference="results/{layer}/launch",
+        reference=layer_launch_dir,
         splice="results/{layer}/phase{phase}/{recipe}.launch",
     output:
         "results/{layer}/phase{phase}/{recipe}.timing.json",
     log:
         "logs/time/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
+    params:
+        code=CODE["run"],
+        backend=BACKEND,
+        noise=config["timing"]["noise"],
+        limit=config["timing"]["time_limit_s"],
+    shell:
+        "python3 -m rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
+        " --time-limit {params.limit} --record -o {output} > {log} 2>&1"
+
+
+rule layer_alone:
+    input:
+        FRAME_REFERENCE,
+    output:
+        directory("results/{layer}/alone.launch"),
+    log:
+        "logs/launch/{layer}_alone.log",
+    conda:
+        "../envs/rr.yaml"
+    params:
+        code=CODE["run"],
+    shell:
+        "python3 -m rr relaunch {input} --layer {wildcards.layer} --extract -o {output} > {log} 2>&1"
+
+
+rule splice_alone:
+    input:
+        reference=FRAME_REFERENCE,
+        module="results/{layer}/phase{phase}/{recipe}.ptx",
+    output:
+        directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
+    log:
+        "logs/launch/{layer}_phase{phase}_{recipe}_alone.log",
+    conda:
+        "../envs/rr.yaml"
+    params:
+        code=CODE["run"],
+    shell:
+        "python3 -m rr relaunch {input.reference} --layer {wildcards.layer} --extract --module {input.module}"
+        " --record -o {output} > {log} 2>&1"
+
+
+rule time_layer:
+    input:
+        reference="results/{layer}/alone.launch",
+        splice="results/{layer}/phase{phase}/{recipe}.alone.launch",
+    output:
+        "results/{layer}/phase{phase}/{recipe}.layer_timing.json",
+    log:
+        "logs/time/{layer}_phase{phase}_{recipe}_layer.log",
     conda:
         "../envs/rr.yaml"
     resources:
