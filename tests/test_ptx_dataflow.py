@@ -213,3 +213,16 @@ def test_reaching_definitions_of_a_straight_line_kernel_are_its_single_writes(nv
         for u in s.uses:
             (d,) = reach.of(u, s.stmt)
             assert d < s.stmt and u in statements[d - 1].defs
+
+
+def test_shift_amounts_are_unsigned_and_clamp_at_the_width():
+    # `shr.s32 %r, %r, -1` (a mutant enc2 once had it): -1 is 4294967295, past the width: all sign
+    flow = _flow(_kernel("""
+	mov.u32 	%r1, %laneid;
+	shr.u32 	%r2, %r1, -1;
+	shl.b32 	%r3, %r1, 40;
+	sub.s32 	%r4, 0, %r1;
+	shr.s32 	%r5, %r4, -1;
+"""))
+    assert _at_end(flow, "%r2") == Value.const(0) and _at_end(flow, "%r3") == Value.const(0)
+    assert _at_end(flow, "%r5") == Value.const(tuple(-1 if i else 0 for i in range(LANES)))

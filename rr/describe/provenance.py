@@ -220,6 +220,12 @@ class Dataflow:
         return v
 
     def _evaluate(self, stmt: int, register: str) -> Value:
+        try:
+            return self._evaluated(stmt, register)
+        except (ArithmeticError, ValueError):  # what no kernel computes (a mutant's): nothing to see through
+            return Value.factor(("opaque", stmt, register))
+
+    def _evaluated(self, stmt: int, register: str) -> Value:
         s = self.statements[stmt - 1]
         opaque = Value.factor(("opaque", stmt, register))
         if s.guard is not None:
@@ -279,10 +285,12 @@ class Dataflow:
         if base in ("mad", "mad24") and n == 3 and ".hi" not in op:
             p = args[0].times(args[1])
             return None if p is None else p.plus(args[2])
-        if base == "shl" and n == 2 and args[1].lane_only:
-            return args[0].scaled(cmap(lambda k: 1 << k if k < width else 0, args[1].constant))
-        if base == "shr" and n == 2 and args[1].lane_only:
-            return shift_right(args[0], args[1].constant, width, r, signed)
+        if base in ("shl", "shr") and n == 2 and args[1].lane_only:
+            # the shift amount is an unsigned 32-bit value; past the width the result is all shifted out
+            k = cmap(lambda k: min(k & 0xFFFFFFFF, width), args[1].constant)
+            if base == "shl":
+                return args[0].scaled(cmap(lambda k: 1 << k if k < width else 0, k))
+            return shift_right(args[0], k, width, r, signed)
         if base in ("and", "or", "xor") and n == 2:
             return bitwise(base, args[0], args[1], width, r)
         if base == "not" and n == 1:
