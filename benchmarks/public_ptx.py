@@ -1,8 +1,9 @@
 """Front end against public PTX: for every .ptx file under a directory, ptxas, then rr.
 
 Each file is first given to ptxas (`-arch` from its `.target`, raised to the oldest architecture
-this ptxas supports, keeping an `a`/`f` suffix); files ptxas rejects are counted apart and not
-held against rr. Every file ptxas accepts must then pass `rr roundtrip` (the raw bytes back),
+this ptxas supports, keeping an `a`/`f` suffix; as a whole program or else as relocatable code, so
+calls to functions defined elsewhere are fine); files ptxas rejects are counted apart and not held
+against rr. Every file ptxas accepts must then pass `rr roundtrip` (the raw bytes back),
 `rr entries` (exit 0) and the linearisation of every function with a body. Prints the counts and
 the first failures of each stage.
 
@@ -52,14 +53,21 @@ def oldest_arch() -> int:
 
 
 def ptxas_verdict(ptxas: str, path: Path, arch: str) -> tuple[bool, str]:
-    try:
-        r = subprocess.run([ptxas, f"-arch={arch}", str(path), "-o", os.devnull], capture_output=True,
-                           text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        return False, "ptxas timed out"
-    lines = r.stderr.strip().splitlines()
-    first = next((l for l in lines if "error" in l or "fatal" in l), lines[0] if lines else "")
-    return r.returncode == 0, first[:200]
+    """Whether ptxas accepts the file as a whole program or, failing that, as relocatable code
+    (`-c`, which ptxas takes from PTX 3.1 on), so a module that calls functions defined elsewhere
+    counts as accepted; with the first error line otherwise."""
+    first = ""
+    for flags in ([], ["-c"]):
+        try:
+            r = subprocess.run([ptxas, *flags, f"-arch={arch}", str(path), "-o", os.devnull],
+                               capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            return False, "ptxas timed out"
+        if r.returncode == 0:
+            return True, ""
+        lines = r.stderr.strip().splitlines()
+        first = first or next((l for l in lines if "error" in l or "fatal" in l), lines[0] if lines else "")
+    return False, first[:200]
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -114,10 +122,13 @@ def main() -> None:
     rejected: Counter = Counter()
     versions: Counter = Counter()
     entries = functions = 0
+    sources: dict = defaultdict(lambda: [0, 0])  # first directory under DIR -> [files, accepted]
     for path in files:
         data = path.read_bytes()
         counts["files"] += 1
-        key = hashlib.sha1(data).hexdigest()
+        source = sources[path.relative_to(a.directory).parts[0] if path.parent != a.directory else "."]
+        source[0] += 1
+        key = "whole or -c " + hashlib.sha1(data).hexdigest()
         if key not in cache:
             cache[key] = ptxas_verdict(ptxas, path, ptxas_arch(data, oldest))
         accepted, message = cache[key]
@@ -125,6 +136,7 @@ def main() -> None:
             rejected[re.sub(r"^ptxas [^,]*, line \d+; ", "", message)[:80]] += 1
             continue
         counts["accepted by ptxas"] += 1
+        source[1] += 1
         v = _VERSION.search(data)
         versions[v.group(1).decode() if v else "?"] += 1
         failed = check_rr(path)
@@ -150,6 +162,7 @@ def main() -> None:
     print(f"  functions with a body linearised: {functions} ({entries} entries)")
     print("  PTX versions accepted: " + ", ".join(f"{v} ×{n}" for v, n in sorted(versions.items(),
                                                                                key=lambda kv: [int(x) for x in kv[0].split('.') if x.isdigit()])))
+    print("  by source (files/accepted): " + ", ".join(f"{k} {f}/{n}" for k, (f, n) in sorted(sources.items())))
     print(f"  rejected by ptxas     {counts['files'] - counts['accepted by ptxas']:>6}")
     for message, n in rejected.most_common(8):
         print(f"      {n:>4}  {message}")

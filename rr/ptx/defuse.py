@@ -39,7 +39,7 @@ _SPECIAL = SPECIAL_REGISTERS
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
-def _rule(opcode: str, _memo: dict = {}) -> tuple[bool, bool]:  # noqa: B006 — a memo of a pure function
+def rule(opcode: str, _memo: dict = {}) -> tuple[bool, bool]:  # noqa: B006 — a memo of a pure function
     """(writes its first operand, also reads it) for an opcode, by its family."""
     rule = _memo.get(opcode)
     if rule is None:
@@ -52,7 +52,7 @@ def head(guard: str | None, opcode: str, dest: str | None) -> tuple:
     """(guard, opcode, written, reads_written): how many of the registers in the first operand the
     instruction writes (all, or none when that operand is an address or the opcode writes no
     register), and whether it also reads them (wgmma's accumulator)."""
-    writes, reads_written = _rule(opcode)
+    writes, reads_written = rule(opcode)
     if not writes or not dest or dest[0] == "[":
         return guard, opcode, 0, False
     return guard, opcode, dest.count("%"), reads_written
@@ -112,7 +112,8 @@ def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, text: str
     if find is None:
         found = [t for t in _WORD.findall(text) if t[0] == "%" or t in names]
     else:
-        found = find.findall(text)  # the guard's name first; the opcode's dotted words never
+        # from after the opcode when the text starts with it; else the guard's name comes first
+        found = find.findall(text, 0 if guard is not None or not text.startswith(opcode) else len(opcode))
         if not getattr(names, "complete", False):
             found = [t for t in found if t[0] == "%" or t in names]
     if guard is not None:
@@ -121,7 +122,7 @@ def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, text: str
         if not found or found[0] != name:
             found.insert(0, name)  # a guard is a predicate register, declared or not
         guard = ("!" if negated else "") + get(name, name)
-    writes, reads_written = _rule(opcode)
+    writes, reads_written = rule(opcode)
     if not writes or not dest or dest[0] == "[":
         written = 0
     elif (dest[0] == "%" and "|" not in dest) or dest in names:

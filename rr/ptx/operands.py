@@ -1,4 +1,11 @@
-"""Parsing one instruction's text into guard, opcode and typed operands (see `model`)."""
+"""Parsing one instruction's text into guard, opcode and typed operands (see `model`).
+
+Reg or Sym: a `%`-name is a register; a bare name is a register exactly when `.reg` declares it
+in the instruction's scope, which the caller passes as `names` (`rr.ptx.scopes` says how scopes
+are read and how registers of different blocks are told apart); without `names`, a bare operand
+is a `Sym`. A guard is a predicate register either way. `sym+const` and `reg+const` outside
+brackets are `Offset`s, as ptxas accepts them (only with '+').
+"""
 
 from __future__ import annotations
 

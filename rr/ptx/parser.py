@@ -3,8 +3,15 @@
 The parser works at statement granularity: it splits the module into items and each body into
 instructions, labels, directives and scope blocks with a handful of compiled regular expressions,
 keeping every byte (whitespace and comments go into the `lead` of the node that follows).
-Instruction operands are parsed lazily by `rr.ptx.operands`; `validate=True` parses them all now
-so that bad operands are reported as a `ParseError` at parse time.
+Instruction operands are parsed lazily by `rr.ptx.operands`; `validate=True` (the default) checks
+them all now — the operand grammar, and the operand forms of the families the analyses read
+(`rr.ptx.forms`) — so that bad instructions are a `ParseError` at parse time.
+
+Files are read as bytes and decoded without newline translation, so CR LF and lone CR survive the
+round trip. Line numbers count LF: a CR LF pair is one line end, and a lone CR is not one — ptxas
+reads it as blank space (it reports a lone-CR file's errors on line 1), though it ends a line
+directive (`.version 8.7\r.target sm_90`) as blank space ends a token. A function prototype may
+omit its ';': as for ptxas, it ends where the next module-level directive begins.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rr.ptx.defuse import _REGISTER, defs_uses_text, head, scoped_defs_uses, split_registers
+from rr.ptx.defuse import _REGISTER, defs_uses_text, head, rule as opcode_rule, scoped_defs_uses, split_registers
 from rr.ptx.model import Block, Directive, Instruction, Label
 from rr.ptx.errors import ParseError
 from rr.ptx.forms import check_operands, quick_form
@@ -247,9 +247,12 @@ def statement_rows(scan: BodyScan, record) -> list:
     out: list = []
     append = out.append
     split, findall, new = split_registers, _REGISTER.findall, tuple.__new__  # the hot loop's callees
+    rules = {}  # opcode -> defuse.rule, for defuse.head inline
     own, find = own_names(scan.decls) if scan.decls else ({}, None)
     names = own.get(0)  # the names of the current scope (rr.ptx.scopes), None where all are %-names
-    maps = [names]
+    get, complete = (names.get, names.complete) if names else (None, False)
+    ffind = find.findall if find is not None else None
+    maps = []  # the names of the enclosing scopes
     scopes = [0]
     blocks = 0
     line = scan.line
@@ -261,8 +264,19 @@ def statement_rows(scan: BodyScan, record) -> list:
         lines = item.count("\n")
         if ins is not None:
             n += 1
-            if names is None:
-                defs, uses = split(head(guard, opcode, dest), findall(item))
+            rule = rules.get(opcode)
+            if rule is None:
+                rule = rules[opcode] = opcode_rule(opcode)
+            if names is None:  # defuse.head, inline
+                written = dest.count("%") if rule[0] and dest and dest[0] != "[" else 0
+                defs, uses = split((guard, opcode, written, rule[1]), findall(item))
+            elif guard is None and complete and (not rule[0] or not dest or dest[0] == "[" or dest in names
+                                                 or (dest[0] == "%" and "|" not in dest)):
+                # defuse.scoped_defs_uses, inline for its common case: no guard, every word found
+                # a register, a first operand of at most one register
+                found = ffind(item, len(opcode))
+                written = 1 if rule[0] and dest and dest[0] != "[" else 0
+                defs, uses = split((None, opcode, written, rule[1]), list(map(get, found, found)))
             else:
                 guard, _, defs, uses = scoped_defs_uses(guard, opcode, dest, item, names, find)
             append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
@@ -271,14 +285,18 @@ def statement_rows(scan: BodyScan, record) -> list:
             if c == "{":
                 blocks += 1
                 scopes.append(blocks)
-                names = visible(names, own.get(blocks)) if own else None
                 maps.append(names)
+                if own:
+                    block = own.get(blocks)
+                    if block is not None:
+                        names = visible(names, block)
+                        get, complete = names.get, names.complete
             elif c == "}":
                 scopes.pop()
                 if not scopes:
                     break
-                maps.pop()
-                names = maps[-1]
+                names = maps.pop()
+                get, complete = (names.get, names.complete) if names else (None, False)
             elif c != "." and item[-1] != ":":
                 n += 1
                 guard, opcode, defs, uses = defs_uses_text(item, names, find)
