@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,15 @@ PTXAS = shutil.which("ptxas")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH: install the CUDA toolkit "
                                 "(or the nvidia-cuda-nvcc wheel) to compile the test kernels")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH")
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """How many processes `-n auto` (pyproject's addopts) runs the test files in: one per core, at
+    most four; none (all in this process) for a run that selects the GPU tests, which share one GPU
+    and must not time their kernels against each other's."""
+    if "gpu" in (config.option.markexpr or "") and "not gpu" not in config.option.markexpr:
+        return 0
+    return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
 def run_ptxas(ptx: Path, arch: str = "sm_90", *flags: str) -> subprocess.CompletedProcess:
