@@ -20,12 +20,26 @@ needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """How many processes `-n auto` (pyproject's addopts) runs the test files in: one per core, at
-    most four; none (all in this process) for a run that selects the GPU tests, which share one GPU
-    and must not time their kernels against each other's."""
+    """How many processes `-n auto` (pyproject's addopts) runs the test files in: one more than the
+    cores (the SLURM test's worker is mostly waiting for status checks), at most four; none (all in
+    this process) for a run that selects the GPU tests, which share one GPU and must not time their
+    kernels against each other's."""
     if "gpu" in (config.option.markexpr or "") and "not gpu" not in config.option.markexpr:
         return 0
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    return min(4, len(os.sched_getaffinity(0)) + 1)
+
+
+# the files whose tests take longest, begun first so that the other workers run the rest beside
+# them (most of the SLURM test is waiting for status checks); the others keep their order
+FIRST = ("test_slurm.py", "test_workflow.py", "test_report_browser.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        return FIRST.index(name) if name in FIRST else len(FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests stay together and in order
 
 
 def run_ptxas(ptx: Path, arch: str = "sm_90", *flags: str) -> subprocess.CompletedProcess:
