@@ -363,14 +363,23 @@ def _to_fp8(x, fp8, finite_max: float) -> np.ndarray:
     return v.astype(fp8).view(np.uint8)
 
 
+# Every f16 bit pattern's fp8 byte, and every fp8 byte's value: a table lookup is several times
+# faster than ml_dtypes' element-wise casts, and is the same function (the tables are made by them).
+_ALL_F16 = np.arange(1 << 16, dtype=np.uint16).view(F16)
+with np.errstate(invalid="ignore"):  # the NaN patterns cast to fp8 NaN, as they should
+    _F16_TO_E4M3 = _to_fp8(_ALL_F16, E4M3, E4M3_MAX)
+    _F16_TO_E5M2 = _to_fp8(_ALL_F16, E5M2, E5M2_MAX)
+_E4M3_F64 = np.arange(256, dtype=np.uint8).view(E4M3).astype(np.float64)
+
+
 def to_e4m3(x) -> np.ndarray:
     """`cvt.rn.satfinite.e4m3x2.f16x2` per element (saturates to ±448)."""
-    return _to_fp8(x, E4M3, E4M3_MAX)
+    return _F16_TO_E4M3[np.asarray(x, dtype=F16).view(np.uint16)]
 
 
 def to_e5m2(x) -> np.ndarray:
     """`cvt.rn.satfinite.e5m2x2.f16x2` per element (saturates to ±57344)."""
-    return _to_fp8(x, E5M2, E5M2_MAX)
+    return _F16_TO_E5M2[np.asarray(x, dtype=F16).view(np.uint16)]
 
 
 def from_e4m3(b) -> np.ndarray:
@@ -384,7 +393,8 @@ def from_e5m2(b) -> np.ndarray:
 
 
 def e4m3_values(b) -> np.ndarray:
-    return np.asarray(b, dtype=np.uint8).view(E4M3).astype(np.float64)
+    """e4m3 bytes → their values in f64 (exact; NaN for 0x7F and 0xFF)."""
+    return _E4M3_F64[np.asarray(b, dtype=np.uint8)]
 
 
 # -- f32 .approx.ftz functions ------------------------------------------------------------------

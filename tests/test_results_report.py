@@ -135,3 +135,18 @@ def test_the_first_page_says_backend_frame_and_gpu():
     assert ":Backend: cuda\n" in cuda and ":Frame: 3840x2160\n" in cuda
     assert ":GPU: NVIDIA H200 (driver 580.159.04)" in cuda
     assert "1 passed every check, 1 failed a check, 0 not fully measured" in cuda
+
+
+def test_a_rows_buffer_cell_names_what_differs_and_counts_a_frames_identical_buffers():
+    from rr.results.report import SAME_NAMED, _buffers_text
+
+    def buffer(name, identical=True):
+        return {"name": name, "dtype": "float16", "identical": identical, "differing_elements": 0 if identical else 2,
+                "elements": 16, "max_abs_diff": 0.0 if identical else 0.25, "psnr_db": None if identical else 41.0}
+
+    frame = [buffer(f"enc{i}.arena") for i in range(66)]
+    assert _buffers_text(frame) == "all 66 identical"
+    frame[3] = buffer("frame", identical=False)
+    assert _buffers_text(frame) == "frame (float16): 2/16 differ, max |Δ| 0.25, PSNR 41.0 dB\nthe other 65 identical"
+    few = [buffer("out", identical=False)] + [buffer(f"b{i}") for i in range(SAME_NAMED)]
+    assert _buffers_text(few).endswith(f"{SAME_NAMED} identical: " + ", ".join(f"b{i}" for i in range(SAME_NAMED)))

@@ -29,8 +29,12 @@ SPECIAL_REGISTERS = frozenset(
 )
 
 
+# their first three characters: most names (`%r12`, `%rd3`, `%f7`) are told apart by these alone
+_SPECIAL_HEADS = frozenset(name[:3] for name in SPECIAL_REGISTERS)
+
+
 def is_special_register(name: str) -> bool:
-    return name.split(".", 1)[0] in SPECIAL_REGISTERS
+    return name[:3] in _SPECIAL_HEADS and name.split(".", 1)[0] in SPECIAL_REGISTERS
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,54 +16,60 @@ _LANE = np.arange(32)
 G, T = _LANE >> 2, _LANE & 3
 
 
-def _bytes(word: np.ndarray) -> np.ndarray:
-    """(warps, 32) uint32 → (warps, 32, 4) bytes, least significant first."""
-    return np.ascontiguousarray(word, dtype=np.uint32).view(np.uint8).reshape(word.shape + (4,))
+def _source_index(shape: tuple, places) -> np.ndarray:
+    """The flat index, into a warp's registers laid out lane-major, of each element of a matrix:
+    `places` yields (flat register element, row, column) for every element a lane holds."""
+    index = np.full(shape, -1, np.intp)
+    for src, row, col in places:
+        index[row, col] = src
+    assert (index >= 0).all()
+    return index.ravel()
+
+
+# C's layouts as one gather each (a matrix element ← lane l's register r, half e), so a chunk's
+# thousands of warps are permuted in one numpy call instead of one per register and half.
+_C16 = _source_index((16, 8), ((l * 4 + r * 2 + e, G[l] + 8 * r, 2 * T[l] + e)
+                               for l in range(32) for r in range(2) for e in range(2)))
+_C32 = _source_index((16, 8), ((l * 4 + r, G[l] + 8 * (r >> 1), 2 * T[l] + (r & 1))
+                               for l in range(32) for r in range(4)))
+# and back: register r of lane l (its halves e) ← the element the layout puts there
+_D16 = np.array([[[(G[l] + 8 * r) * 8 + 2 * T[l] + e for e in range(2)] for l in range(32)] for r in range(2)])
+_D32 = np.array([[(G[l] + 8 * (r >> 1)) * 8 + 2 * T[l] + (r & 1) for l in range(32)] for r in range(4)])
+
+
+def _lane_major(words: list, dtype) -> np.ndarray:
+    """(warps, 32) uint32 registers → (warps, 32 · len(words) · elements) of `dtype`, lane-major:
+    lane l's register r element e at (l · len(words) + r) · elements + e."""
+    stacked = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1)
+    return stacked.view(dtype).reshape(stacked.shape[0], -1)
 
 
 def a_matrix(words: list) -> np.ndarray:
-    """Four (warps, 32) uint32 registers → (warps, 16, 32) e4m3 bytes."""
-    out = np.zeros((words[0].shape[0], 16, 32), np.uint8)
-    for r, w in enumerate(words):
-        b = _bytes(w)
-        for i in range(4):
-            out[:, G + 8 * (r & 1), 16 * (r >> 1) + 4 * T + i] = b[:, :, i]
-    return out
+    """Four (warps, 32) uint32 registers → (warps, 16, 32) e4m3 bytes. A register holds four
+    consecutive k of one row, so the layout is a transpose of words: lane (g, t), register
+    (r >> 1, r & 1) → row (r & 1, g), word of the row (r >> 1, t)."""
+    words = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1).reshape(-1, 8, 4, 2, 2)
+    return np.ascontiguousarray(words.transpose(0, 4, 1, 3, 2)).view(np.uint8).reshape(-1, 16, 32)
 
 
 def b_matrix(words: list) -> np.ndarray:
-    """Two (warps, 32) uint32 registers → (warps, 32, 8) e4m3 bytes."""
-    out = np.zeros((words[0].shape[0], 32, 8), np.uint8)
-    for r, w in enumerate(words):
-        b = _bytes(w)
-        for i in range(4):
-            out[:, 16 * r + 4 * T + i, G] = b[:, :, i]
-    return out
+    """Two (warps, 32) uint32 registers → (warps, 32, 8) e4m3 bytes: column g's k run 4t…4t+3
+    (and 16+4t…) is one word, so Bᵀ is a transpose of words (lane (g, t), register r → row g,
+    word (r, t)); B is returned as a view of it."""
+    words = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1).reshape(-1, 8, 4, 2)
+    return np.ascontiguousarray(words.transpose(0, 1, 3, 2)).view(np.uint8).reshape(-1, 8, 32).transpose(0, 2, 1)
 
 
 def c_matrix(words: list) -> np.ndarray:
     """Two f16x2 or four f32 (warps, 32) registers → (warps, 16, 8) f16 or f32."""
-    warps = words[0].shape[0]
     if len(words) == 2:
-        out = np.zeros((warps, 16, 8), np.float16)
-        for r, w in enumerate(words):
-            halves = np.ascontiguousarray(w, dtype=np.uint32).view(np.float16).reshape(warps, 32, 2)
-            for e in range(2):
-                out[:, G + 8 * r, 2 * T + e] = halves[:, :, e]
-        return out
-    out = np.zeros((warps, 16, 8), np.float32)
-    for r, w in enumerate(words):
-        out[:, G + 8 * (r >> 1), 2 * T + (r & 1)] = np.ascontiguousarray(w, dtype=np.uint32).view(np.float32)
-    return out
+        return _lane_major(words, np.float16)[:, _C16].reshape(-1, 16, 8)
+    return _lane_major(words, np.float32)[:, _C32].reshape(-1, 16, 8)
 
 
 def d_registers(d: np.ndarray) -> list:
     """(warps, 16, 8) f16 or f32 → the two f16x2 or four f32 registers as (warps, 32) uint32."""
+    flat = d.reshape(d.shape[0], 128)
     if d.dtype == np.float16:
-        regs = []
-        for r in range(2):
-            pair = np.stack([d[:, G + 8 * r, 2 * T], d[:, G + 8 * r, 2 * T + 1]], axis=-1)
-            regs.append(np.ascontiguousarray(pair).view(np.uint32)[..., 0])
-        return regs
-    return [np.ascontiguousarray(d[:, G + 8 * (r >> 1), 2 * T + (r & 1)], dtype=np.float32).view(np.uint32)
-            for r in range(4)]
+        return [np.ascontiguousarray(flat[:, _D16[r]]).view(np.uint32)[..., 0] for r in range(2)]
+    return [np.ascontiguousarray(flat[:, _D32[r]], dtype=np.float32).view(np.uint32) for r in range(4)]

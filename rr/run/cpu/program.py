@@ -287,7 +287,9 @@ def decode(module, entry: str) -> Program:
                 return prefix + n
 
             opcode = item.opcode
-            operands = tuple(_rename(o, name, scoped_registers) for o in item.operands)
+            # in the entry, outside any block that declares names, every name is already its own
+            renamed = prefix or any(scopes)
+            operands = tuple(_rename(o, name, scoped_registers) for o in item.operands) if renamed else item.operands
             guard = None
             if item.guard:
                 g = item.guard
