@@ -38,6 +38,20 @@ SPECIAL_REGISTERS = frozenset(
     "%laneid", "%warpid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt"}
 
 
+_UNITS = (np.dtype(np.uint64), np.dtype(np.uint32), np.dtype(np.uint16))
+
+
+def _units(mem: np.ndarray, offs: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """`mem` as the widest unsigned words that the access's width, every offset and the memory's
+    size and address are multiples of, and the (lanes, width / unit) word index of each lane's
+    bytes: a 16-byte load gathers two words a lane instead of sixteen bytes."""
+    for unit in _UNITS:
+        u = unit.itemsize
+        if width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not (offs % u).any():
+            return mem.view(unit), (offs // u)[:, None] + np.arange(width // u)
+    return mem, offs[:, None] + np.arange(width)
+
+
 class ExecutionError(RuntimeError):
     """The kernel did something the GPU would fault on, or the interpreter cannot do."""
 
@@ -135,7 +149,8 @@ class Machine:
             return out
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
         for mem, offs, sel in self.regions(space, addr, width, op, lanes):
-            out[sel] = mem[offs[:, None] + np.arange(width)]
+            words, index = _units(mem, offs, width)
+            out[sel] = words[index].view(np.uint8).reshape(-1, width)
         return out
 
     def scatter(self, space: str, addr: np.ndarray, data: np.ndarray, op, mask) -> None:
@@ -145,7 +160,10 @@ class Machine:
         width = data.shape[1]
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
         for mem, offs, sel in self.regions(space, addr, width, op, lanes, write=True):
-            mem[offs[:, None] + np.arange(width)] = data[sel]
+            words, index = _units(mem, offs, width)
+            # lanes writing the same unit: the last one wins, as it did byte by byte (all lanes'
+            # accesses are aligned to the unit, so two of them overlap in whole units or not at all)
+            words[index] = np.ascontiguousarray(data[sel]).view(words.dtype).reshape(index.shape)
 
     def regions(self, space, addr, width, op, lanes, write: bool = False):
         """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched."""
@@ -200,7 +218,8 @@ class Machine:
             self._fail(op, lanes, "a parameter address that is not in the kernel's parameter space")
         ids = (addr >> np.uint64(BUFFER_SHIFT)).astype(np.int64) - 1
         offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).astype(np.int64)
-        for i in np.unique(ids[lanes]):
+        touched = ids[lanes]
+        for i in (touched[:1] if touched.size and touched.min() == touched.max() else np.unique(touched)):
             sel = lanes & (ids == i)
             if i == (GLOBALS_BASE >> BUFFER_SHIFT) - 1:
                 yield from self._window(self.module_globals, "module .global", addr - np.uint64(GLOBALS_BASE),
