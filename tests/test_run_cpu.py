@@ -254,11 +254,15 @@ def enc2_small(tmp_path_factory) -> Path:
     return write_enc2(tmp_path_factory.mktemp("enc2") / "e", (16, 12))
 
 
-def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small):
-    record, out = run_cpu(enc2_small / "launch")
+@pytest.mark.parametrize("mma", ["exact", "sm_90"])
+def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small, mma):
+    """With either mma model (the exact sum, or the H200's two HMMA): the interpreter and the
+    numpy model compute the same thing, and the record names the model."""
+    record, out = run_cpu(enc2_small / "launch", mma=mma)
+    assert record["device"]["mma_model"] == mma
     launch = read_launch(enc2_small / "launch")
     inp = load_buffers(enc2_small / "launch", launch)
-    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]))
+    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=nx.MMA_MODELS[mma])
     for name in ("arena", "half_out", "surface0", "surface1", "surface2"):
         assert np.array_equal(np.ascontiguousarray(out[name]).view(np.uint8), ref[name].view(np.uint8)), name
     assert record["unwritten_registers"] == []

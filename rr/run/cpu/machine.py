@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr import numerics as nx
 from rr.run import fragments
 
 BUFFER_SHIFT = 40
@@ -365,9 +364,6 @@ def mma_sync(m: Machine, op, mask, d_regs, a_regs, b_regs, c_regs) -> None:
     a = fragments.a_matrix([w(r) for r in a_regs])
     b = fragments.b_matrix([w(r) for r in b_regs])
     c = fragments.c_matrix([w(r) for r in c_regs])
-    if c.dtype == np.float16:
-        d = m.mma_model(a, b, c)
-    else:
-        d = nx.mma_exact_f32(a, b, c)
+    d = m.mma_model(a, b, c)  # the .f16 or .f32 form, by c's dtype
     for name, value in zip(d_regs, fragments.d_registers(d)):
         m.put(name, value.reshape(-1), mask)
