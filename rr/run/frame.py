@@ -252,8 +252,10 @@ def _link(src: Path, dst: Path) -> None:
 
 # -- running ----------------------------------------------------------------------------------------
 
-def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
-    """Every layer on the cpu backend, in order, on one set of arrays: (record, buffers after)."""
+def run_frame_cpu(directory: str | Path, progress: bool = False,
+                  mma: str = "exact") -> tuple[dict, dict[str, np.ndarray]]:
+    """Every layer on the cpu backend, in order, on one set of arrays, with the `mma` model named
+    (rr.numerics.MMA_MODELS): (record, buffers after)."""
     from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu_launch
 
     directory = Path(directory)
@@ -264,7 +266,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, 
     t0 = time.perf_counter()
     for i, lyr in enumerate(frame.layers[frame.first():]):
         try:
-            record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, progress=progress)
+            record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, mma, progress=progress)
         except (CpuUnsupported, ExecutionError) as e:
             raise type(e)(f"layer {lyr.layer}: {e}") from None
         layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
@@ -279,7 +281,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False) -> tuple[dict, 
             break
     return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame), "start": frame.start,
             "completed_from_reference_after": completed,
-            "device": {"name": "rr PTX interpreter (numpy)", "mma_model": "exact"}, "layers": layers,
+            "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma}, "layers": layers,
             "times_ms": {"frame": (time.perf_counter() - t0) * 1e3}}, arrays
 
 
