@@ -848,5 +848,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> int:
+    """The `rr` command (console script, `python -m rr`): main() in a process of its own. pyarrow
+    imports pandas — 0.5–1 s, half of a small command's time — the first time it builds an array
+    whenever pandas is installed (Snakemake's install brings it), to ask whether the data is a
+    pandas object. No rr command but `report` gives pyarrow pandas objects or uses pandas, so for
+    the others the process says pandas is absent. (Not in main(): tests call that in-process.)"""
+    argv = sys.argv[1:]
+    if "report" not in argv[:1] and "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _WithoutPandas())
+    return main(argv)
+
+
+class _WithoutPandas:
+    """A meta path finder for which pandas is not installed (pyarrow takes the ImportError as
+    that). Not `sys.modules["pandas"] = None`: Cython's import finds that None and uses it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r} (rr commands but report run without it)",
+                                      name=name)
+        return None
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
