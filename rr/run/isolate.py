@@ -148,10 +148,12 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
         return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
     except LaunchError as e:
         return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
-    from rr.run.timing import time_pair
+    from rr.run.timing import AllThrottled, time_pair
 
     try:
         record = time_pair(reference, other, float(noise_target), float(time_limit_s))
+    except AllThrottled as e:
+        return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
     except LaunchError as e:  # a buffer file that does not load
         return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
     except OSError as e:
