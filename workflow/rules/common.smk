@@ -5,7 +5,6 @@ import json
 
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
-from rr.corpus import corpus_layers
 from rr.synth.engine import LAYERS as ENGINE_LAYERS
 from rr.synth.family import LAYERS as NETWORK
 
@@ -89,6 +88,8 @@ def configured_layers():
         return list(config["layers"])
     if config["corpus"]["source"] is None:
         return list(ENGINE_LAYERS)
+    from rr.corpus import corpus_layers  # pyarrow and the PTX front end: only for a corpus of one's own
+
     return corpus_layers("resources/corpus", config["corpus"]["entry_pattern"])
 
 
