@@ -24,6 +24,7 @@ from rr.ptx.model import (
     Block,
     Directive,
     Function,
+    Imm,
     Instruction,
     Label,
     Pair,
@@ -120,6 +121,10 @@ def _rename(op, name, registers=frozenset()):
 
 def _regs(op) -> list[str]:
     """The names of the ordinary (not special) registers an operand mentions."""
+    if type(op) is Reg:  # most operands: no walk over the operand's parts
+        return [] if op.special else [op.name]
+    if type(op) is Imm:
+        return []
     return [r.name for r in registers_in(op) if not r.special]
 
 
