@@ -292,7 +292,7 @@ def cmd_compile(args) -> int:
 def cmd_run(args) -> int:
     from rr.run.isolate import run_isolated
 
-    record = run_isolated(args.launch, args.output, args.backend, args.timeout)
+    record = run_isolated(args.launch, args.output, args.backend, args.timeout, args.mma)
     if record["status"] != "ok":
         print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
         return 0 if args.record else 1
@@ -686,6 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
     s.add_argument("--timeout", type=_seconds, default=120,
                    help="seconds before the run is killed (default: %(default)s)")
+    s.add_argument("--mma", choices=("exact", "sm_90"), default="exact",
+                   help="the cpu backend's mma model: exact (the whole sum rounded once) or sm_90 (the H200's "
+                        "two HMMA, docs/numerics.md); the run record names it (default: %(default)s)")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
     s.set_defaults(func=cmd_run, reads=("launch",), writes="dir")

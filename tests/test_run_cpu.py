@@ -270,6 +270,22 @@ def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small, mma):
     assert np.isfinite(vals).all() and np.unique(vals).size > 50
 
 
+def test_rr_run_takes_the_mma_model_and_names_it(enc2_small, tmp_path):
+    """`rr run --backend cpu --mma sm_90`: the H200's structure, as the numpy model computes it;
+    and the command offers exactly the models rr.numerics has."""
+    from rr.cli import build_parser
+
+    r = _rr("run", enc2_small / "launch", "--backend", "cpu", "--mma", "sm_90", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "mma model sm_90" in r.stdout
+    assert json.loads((tmp_path / "out/run.json").read_text())["device"]["mma_model"] == "sm_90"
+    inp = load_buffers(enc2_small / "launch", read_launch(enc2_small / "launch"))
+    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=nx.mma_sync)
+    assert np.array_equal(np.load(tmp_path / "out/arena.npy").view(np.uint8), ref["arena"].view(np.uint8))
+    run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions if a.dest == "mma")
+    assert set(run.choices) == set(nx.MMA_MODELS)
+
+
 def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path):
     spliced = tmp_path / "iso.ptx"
     assert _rr("splice", enc2_small / "enc2.ptx", "--entry", "cuda_dldn_engine_swin_enc2_kernel", "--recipe",

@@ -60,8 +60,9 @@ def _os_message(e: OSError) -> str:
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
-                 timeout_s: float = 120) -> dict:
-    """Run a launch in a child process; returns the run record written to OUT/run.json."""
+                 timeout_s: float = 120, mma: str = "exact") -> dict:
+    """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
+    the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own)."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
     backend = resolve_backend(backend)
     t0 = time.perf_counter()
@@ -69,7 +70,7 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
         record = _bad_launches(backend, launch_dir)
         try:
             if record is None:
-                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)],
+                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp), mma],
                                        capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
                 record_path = tmp / "run.json"
                 record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
@@ -163,7 +164,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     return finish(record, 0)
 
 
-def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
+def child_main(backend: str, launch_dir: str, out_dir: str, mma: str = "exact") -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
     out = Path(out_dir)
 
@@ -171,7 +172,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
         return _write_record(out / "run.json", record, code)
 
     try:
-        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish)
+        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma)
     except LaunchError as e:  # a launch or buffer file that does not read
         return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
     except OSError as e:  # a full disk, a file it may not read
@@ -180,7 +181,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str) -> int:
                        "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
 
 
-def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
+def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str = "exact") -> int:
     from rr.run.cuda import NoDevice
     from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 
@@ -190,7 +191,8 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish) -> int:
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
 
         try:
-            record, outputs = run_frame_cpu(launch_dir, progress=True) if frame else run_cpu(launch_dir, progress=True)
+            record, outputs = (run_frame_cpu(launch_dir, progress=True, mma=mma) if frame
+                               else run_cpu(launch_dir, mma=mma, progress=True))
         except CpuUnsupported as e:
             return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
