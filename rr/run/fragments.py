@@ -32,15 +32,19 @@ _C16 = _source_index((16, 8), ((l * 4 + r * 2 + e, G[l] + 8 * r, 2 * T[l] + e)
                                for l in range(32) for r in range(2) for e in range(2)))
 _C32 = _source_index((16, 8), ((l * 4 + r, G[l] + 8 * (r >> 1), 2 * T[l] + (r & 1))
                                for l in range(32) for r in range(4)))
-# and back: register r of lane l (its halves e) ← the element the layout puts there
-_D16 = np.array([[[(G[l] + 8 * r) * 8 + 2 * T[l] + e for e in range(2)] for l in range(32)] for r in range(2)])
-_D32 = np.array([[(G[l] + 8 * (r >> 1)) * 8 + 2 * T[l] + (r & 1) for l in range(32)] for r in range(4)])
+# and back (D has C's layout): the lane-major registers are the matrix gathered by the inverse
+_D16, _D32 = np.argsort(_C16), np.argsort(_C32)
+
+
+def _stacked(words: list) -> np.ndarray:
+    """(warps, 32) uint32 registers → (warps, 32, registers) uint32."""
+    return np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1)
 
 
 def _lane_major(words: list, dtype) -> np.ndarray:
     """(warps, 32) uint32 registers → (warps, 32 · len(words) · elements) of `dtype`, lane-major:
     lane l's register r element e at (l · len(words) + r) · elements + e."""
-    stacked = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1)
+    stacked = _stacked(words)
     return stacked.view(dtype).reshape(stacked.shape[0], -1)
 
 
@@ -48,7 +52,7 @@ def a_matrix(words: list) -> np.ndarray:
     """Four (warps, 32) uint32 registers → (warps, 16, 32) e4m3 bytes. A register holds four
     consecutive k of one row, so the layout is a transpose of words: lane (g, t), register
     (r >> 1, r & 1) → row (r & 1, g), word of the row (r >> 1, t)."""
-    words = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1).reshape(-1, 8, 4, 2, 2)
+    words = _stacked(words).reshape(-1, 8, 4, 2, 2)
     return np.ascontiguousarray(words.transpose(0, 4, 1, 3, 2)).view(np.uint8).reshape(-1, 16, 32)
 
 
@@ -56,7 +60,7 @@ def b_matrix(words: list) -> np.ndarray:
     """Two (warps, 32) uint32 registers → (warps, 32, 8) e4m3 bytes: column g's k run 4t…4t+3
     (and 16+4t…) is one word, so Bᵀ is a transpose of words (lane (g, t), register r → row g,
     word (r, t)); B is returned as a view of it."""
-    words = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1).reshape(-1, 8, 4, 2)
+    words = _stacked(words).reshape(-1, 8, 4, 2)
     return np.ascontiguousarray(words.transpose(0, 1, 3, 2)).view(np.uint8).reshape(-1, 8, 32).transpose(0, 2, 1)
 
 
@@ -70,6 +74,7 @@ def c_matrix(words: list) -> np.ndarray:
 def d_registers(d: np.ndarray) -> list:
     """(warps, 16, 8) f16 or f32 → the two f16x2 or four f32 registers as (warps, 32) uint32."""
     flat = d.reshape(d.shape[0], 128)
-    if d.dtype == np.float16:
-        return [np.ascontiguousarray(flat[:, _D16[r]]).view(np.uint32)[..., 0] for r in range(2)]
-    return [np.ascontiguousarray(flat[:, _D32[r]], dtype=np.float32).view(np.uint32) for r in range(4)]
+    f16 = d.dtype == np.float16
+    lane_major = np.ascontiguousarray(flat[:, _D16 if f16 else _D32], dtype=np.float16 if f16 else np.float32)
+    regs = lane_major.view(np.uint32).reshape(d.shape[0], 32, -1)
+    return [np.ascontiguousarray(regs[..., r]) for r in range(regs.shape[-1])]
