@@ -20,7 +20,6 @@ module; `rr compare` compares two frame runs, the final frame first; `rr time` t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.launch import Buffer, Field, Launch, LaunchError, load_buffer, parse_launch, save_buffer
+from rr.run.launch import Buffer, Field, Launch, LaunchError, link_or_copy, load_buffer, parse_launch, save_buffer
 
 FRAME_FILE = "frame.json"
 
@@ -223,10 +222,10 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     with atomic_dir(out, inputs=(src, module) + ((resume,) if resume else ())) as tmp:
         for b in frame.buffers.values():
             origin = Path(resume) if resume is not None and b.producer in before else src
-            _link(origin / b.file, tmp / b.file)
+            link_or_copy(origin / b.file, tmp / b.file)
             if resume is not None and b.producer not in before and b.producer != "host":
                 (tmp / REFERENCE_DIR).mkdir(exist_ok=True)  # what the reference run wrote from here on
-                _link(Path(resume) / b.file, tmp / REFERENCE_DIR / b.file)
+                link_or_copy(Path(resume) / b.file, tmp / REFERENCE_DIR / b.file)
         for lyr in frame.layers:
             if lyr.layer != layer:
                 shutil.copyfile(src / lyr.launch.module, tmp / lyr.launch.module)
@@ -240,14 +239,6 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
 
 
 REFERENCE_DIR = "reference"
-
-
-def _link(src: Path, dst: Path) -> None:
-    """A hard link (a copy across file systems)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -412,7 +403,7 @@ def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Pa
             return relaunch(Path(tmp) / "layer", module, out)
     with atomic_dir(out, inputs=(src,)) as tmp:
         for name, b in launch.buffers.items():
-            _link(src / b.file, tmp / files[name])
+            link_or_copy(src / b.file, tmp / files[name])
         shutil.copyfile(src / launch.module, tmp / single.module)
         (tmp / "launch.json").write_text(json.dumps(single.to_json(), indent=2) + "\n")
     return single

@@ -33,6 +33,7 @@ kernel, plus `run.json`, so what a kernel read and what it wrote can be compared
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,13 +342,19 @@ def _probe_of(module: Path) -> dict | None:
     return None
 
 
+def link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link (a copy across file systems): a relaunch shares its inputs' buffer files."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
     """A launch directory that is `src` with another module (a splice of its kernel, a cubin):
     the buffers are hard-linked (copied across file systems), the module copied in. A module made
     by the `probe` template also gets its probe buffer (zeros, one row of words per thread) as an
     extra kernel parameter. Written to a temporary directory and renamed, so `out` appears whole."""
-    import os
-
     from rr.io import atomic_dir
 
     src, module, out = Path(src), Path(module), Path(out)
@@ -364,10 +371,7 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
                    buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
     with atomic_dir(out, inputs=(src, module)) as tmp:
         for b in launch.buffers.values():
-            try:
-                os.link(src / b.file, tmp / b.file)
-            except OSError:
-                shutil.copyfile(src / b.file, tmp / b.file)
+            link_or_copy(src / b.file, tmp / b.file)
         shutil.copyfile(module, tmp / moved.module)
         if probe:
             save_buffer(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
