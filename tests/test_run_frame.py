@@ -7,6 +7,7 @@ the first layer whose outputs differ; bad frame directories named. On nvcc-built
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,13 @@ def test_a_frame_resumed_at_the_replaced_layer_gives_the_whole_frames_outputs(nv
     z = np.load(tmp_path / "variant.out" / "z.npy")
     assert np.array_equal(z.view(np.uint32), _expected(x, 0.5).view(np.uint32))
     assert _rr("compare", tmp_path / "ref", tmp_path / "itself.out").returncode == 0
+    # a run of another frame (its buffers named otherwise) is no reference to resume from
+    shutil.copytree(tmp_path / "ref", tmp_path / "other")
+    text = (tmp_path / "other" / "frame.json").read_text()
+    (tmp_path / "other" / "frame.json").write_text(text.replace('"z"', '"w"'))
+    r = _rr("relaunch", layout, "--layer", "blend", "--module", variant, "--resume", tmp_path / "other",
+            "-o", tmp_path / "wrong")
+    assert r.returncode == 2 and "not a run of" in r.stderr and not (tmp_path / "wrong").exists(), r.stderr
     with pytest.raises(LaunchError, match="start: 'nothing' is not one of the frame's layers"):
         raw = json.loads((tmp_path / "resumed" / "frame.json").read_text())
         (tmp_path / "resumed" / "frame.json").write_text(json.dumps({**raw, "start": "nothing"}))

@@ -217,7 +217,7 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     new = Frame(frame.frame, frame.final, buffers, layers, layer if resume is not None else None,
                 REFERENCE_DIR if resume is not None else None)
     before = {lyr.layer for lyr in frame.layers[:[x.layer for x in frame.layers].index(layer)]}
-    if resume is not None and read_frame(resume).buffers.keys() < frame.buffers.keys():
+    if resume is not None and not frame.buffers.keys() <= read_frame(resume).buffers.keys():
         raise LaunchError(f"{resume}: not a run of {src} (its buffers are not the frame's)")
     with atomic_dir(out, inputs=(src, module) + ((resume,) if resume else ())) as tmp:
         for b in frame.buffers.values():
