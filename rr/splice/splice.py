@@ -86,10 +86,23 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     epilogues = find_epilogues(statements, phases)
     phase = recipe.phase if phase is None else phase
     first, last = cut_range(recipe, phase, phases, epilogues)
+    built = None
+    if recipe.template == "direct":  # it finds its own cut: the operand's staging and the phase
+        from rr.templates.direct import direct
+        from rr.templates.isolate import register_types
+
+        try:
+            built = direct(flow, phases, epilogues, phase, recipe.params,
+                           bool(recipe.with_epilogue_before or recipe.with_epilogue_after), register_types(function))
+        except ValueError as e:
+            raise SpliceError(f"phase {phase}: {e}") from None
+        first, last = built.first, built.last
     live = cut_liveness(function, statements, first, last)
     probe, extra_params, extra = None, [], {}
     try:
-        if recipe.template == "probe":
+        if built is not None:
+            replacement, declarations, functions, extra = built.replacement, built.declarations, [], {"direct": built.record}
+        elif recipe.template == "probe":
             replacement, declarations, param, probe = _probe(recipe, flow, first, last)
             functions, extra_params = [], [f".param .u64 {param}"]
         else:
