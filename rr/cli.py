@@ -581,6 +581,25 @@ def cmd_synth(args) -> int:
     return 0
 
 
+def cmd_capture(args) -> int:
+    """`rr capture -o DIR [--kernels REGEX] [--launches RANGE] -- COMMAND [ARGS…]`: the program's
+    launches as launch directories (rr.capture); its exit status is the command's."""
+    from rr.capture import run_capture
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    result = run_capture(program, args.output, args.kernels, args.launches)
+    for note in result.notes:
+        print(f"rr capture: {note}", file=sys.stderr)
+    if result.output is not None:
+        entries = sorted({e["entry"] for e in result.launches})
+        print(f"{args.output}: {len(result.launches)} launches captured ({', '.join(entries)}); "
+              f"{program[0]} exited with status {result.exit_status}")
+    if result.error:
+        print(f"rr: error: {result.error}", file=sys.stderr)
+        return 2
+    return result.exit_status
+
+
 def _grouping_option(s) -> None:
     s.add_argument("--grouping", choices=("run", "gemm"), default="run",
                    help="run: a phase is a maximal run of consecutive mma (the reference numbering); "
@@ -785,6 +804,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output directory: the frame with every buffer after it")
     s.add_argument("--record", action="store_true", help="exit 0 once the run's record is written (for pipelines)")
     s.set_defaults(func=cmd_frame, reads=("layout",), writes="dir")
+
+    s = sub.add_parser("capture", help="run a CUDA program and capture its kernel launches as launch directories",
+                       description=cmd_capture.__doc__.split("\n")[0])
+    s.add_argument("-o", "--output", required=True, help="the capture directory (capture.json, modules/, launches/)")
+    s.add_argument("--kernels", metavar="REGEX", help="capture only launches of entries this POSIX extended regular "
+                   "expression finds a match in")
+    s.add_argument("--launches", metavar="RANGE", help="of the matching launches, only these: N, A:B, A:, :B, "
+                   "comma-separated, 0 the first")
+    s.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]")
+    s.set_defaults(func=cmd_capture, writes="dir")
 
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")

@@ -64,6 +64,7 @@ class Field:
     dtype: str | None = None  # scalars
     value: tuple = ()  # scalars
     buffer: str | None = None  # buffer, texture, surface
+    at: int = 0  # buffer: the byte offset into it that the parameter holds (a pointer into an allocation)
 
     @property
     def size(self) -> int:
@@ -114,6 +115,8 @@ def _field_json(f: Field) -> dict:
         out.update(dtype=f.dtype, value=list(f.value))
     else:
         out["buffer"] = f.buffer
+        if f.at:
+            out["at"] = f.at
     return out
 
 
@@ -168,7 +171,7 @@ def parse_launch(raw, directory: str | Path, where: str) -> Launch:
     def handle(f: dict, key: str) -> Field:
         if f["buffer"] not in buffers:
             refuse(f"{key}.buffer: {cut(repr(f['buffer']))} is not in buffers ({cut(', '.join(buffers)) or 'none'})")
-        return Field(f["kind"], f.get("offset", 0), buffer=f["buffer"])
+        return Field(f["kind"], f.get("offset", 0), buffer=f["buffer"], at=f.get("at", 0))
 
     fields = []
     for i, f in enumerate(raw["fields"]):
@@ -272,7 +275,7 @@ def param_images(launch: Launch, handles: dict[str, int]) -> list[bytes]:
         if f.kind == "scalar":
             data = np.asarray(f.value, dtype=f.dtype).tobytes()
         else:
-            data = int(handles[f.buffer]).to_bytes(HANDLE_BYTES, "little")
+            data = (int(handles[f.buffer]) + f.at).to_bytes(HANDLE_BYTES, "little")
         image[at:at + len(data)] = data
 
     images = []

@@ -1,0 +1,14 @@
+"""Capture: the kernel launches of a running CUDA program, as rr launch directories.
+
+`rr capture -o DIR -- COMMAND` preloads a small interposer on the CUDA driver API
+(`interposer.c`, built with the system C compiler on first use: `build.py`) into COMMAND; for each
+selected launch it writes the module, the launch geometry, the raw parameter bytes and every
+buffer, texture and surface the parameters refer to, before and after the launch. `convert.py`
+turns what it wrote into launch directories (`rr run`) with their after-state (`rr compare`) and
+the capture's index, `capture.json`; `session.py` runs the command and puts it together.
+"""
+
+from rr.capture.build import CaptureError, build_interposer
+from rr.capture.session import CaptureResult, parse_range, run_capture
+
+__all__ = ["CaptureError", "CaptureResult", "build_interposer", "parse_range", "run_capture"]

@@ -1,0 +1,1125 @@
+/* rr capture's interposer: preloaded (LD_PRELOAD) into a CUDA program, it sits on the CUDA driver
+ * API and writes, for every selected kernel launch, what replaying it needs: the module as loaded,
+ * the entry, grid, block, dynamic shared memory, the raw parameter bytes, and every device buffer,
+ * texture and surface the parameter words refer to, copied before the launch and after it.
+ *
+ * It is built by rr/capture/build.py with the system C compiler (cc -shared -fPIC -O2 ... -ldl
+ * -lpthread) and needs no CUDA headers: the few types and prototypes it uses are declared below,
+ * checked against CUDA 13's cuda.h (the `_v2` names are what cuda.h #defines the plain names to).
+ *
+ * How calls reach it. A program linked against libcuda calls the exported symbols below (the
+ * preload wins the symbol lookup; the real function is the next one, dlsym(RTLD_NEXT)). cudart
+ * instead dlopen()s libcuda.so.1, looks up cuGetProcAddress_v2 with dlsym(handle, ...) — a lookup
+ * that a preload does not interpose, so dlsym is wrapped too — and then resolves every driver
+ * entry point through cuGetProcAddress: the wrapper returns its own functions for the hooked
+ * names (remembering the real pointer the driver gave for that name, version and stream flags)
+ * and the driver's otherwise.
+ *
+ * What it writes (the Python side, rr/capture/convert.py, turns it into launch directories), under
+ * $RR_CAPTURE_DIR:
+ *   modules/<fnv1a64>.{ptx,cubin,fatbin}   each module image once, named like the corpus's
+ *   <pid>/names.txt                        every entry name launched, once, as first launched
+ *   <pid>/counts.txt                       at exit: launches per entry name
+ *   <pid>/stopped.txt                      why capturing stopped (a write failed: a full disk)
+ *   <pid>/NNNNNN/                          launch NNNNNN of the process (0-based, all launches
+ *       record.json, params.bin            counted), written as .NNNNNN.tmp and renamed when
+ *       before/<b|a><k>.npy, after/...     complete: a crash leaves no partial launch directory
+ *
+ * Selection: $RR_CAPTURE_KERNELS, a POSIX extended regular expression searched in the entry name;
+ * $RR_CAPTURE_LAUNCHES, "A-B,C-D" half-open ranges (B empty: open) of the index among the
+ * launches that match the expression (0 is the first). */
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the driver API's types, as cuda.h (CUDA 13) declares them on 64-bit Linux ---- */
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUfunction, *CUmodule, *CUlibrary, *CUkernel, *CUstream, *CUarray, *CUcontext, *CUmemoryPool;
+typedef unsigned long long CUtexObject, CUsurfObject, CUmemGenericAllocationHandle;
+
+#define CUDA_SUCCESS 0
+#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
+#define CU_MEMORYTYPE_HOST 1
+#define CU_MEMORYTYPE_ARRAY 3
+#define CU_RESOURCE_TYPE_ARRAY 0
+
+typedef struct {
+    unsigned int id;
+    char pad[4];
+    char value[64];
+} CUlaunchAttribute;
+
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+
+typedef struct {
+    int resType;
+    union {
+        struct { CUarray hArray; } array;
+        struct { void *hMipmappedArray; } mipmap;
+        struct { CUdeviceptr devPtr; int format; unsigned int numChannels; size_t sizeInBytes; } linear;
+        struct { CUdeviceptr devPtr; int format; unsigned int numChannels; size_t width, height, pitchInBytes; } pitch2D;
+        struct { int reserved[32]; } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+
+typedef struct {
+    int addressMode[3];
+    int filterMode;
+    unsigned int flags;
+    unsigned int maxAnisotropy;
+    int mipmapFilterMode;
+    float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+    float borderColor[4];
+    int reserved[12];
+} CUDA_TEXTURE_DESC;
+
+typedef struct {
+    size_t Width, Height, Depth;
+    int Format;
+    unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+typedef struct {
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+
+/* ---- finding the real functions ---- */
+static void *(*real_dlsym)(void *, const char *);
+
+static void init_dlsym(void) {
+    if (real_dlsym) return;
+    static const char *versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", NULL};
+    for (int i = 0; versions[i] && !real_dlsym; i++)
+        real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+}
+
+/* The driver's own definition of `name`: the next one after this library, else libcuda's (cudart
+ * loads libcuda with dlopen, possibly into a local scope that RTLD_NEXT does not search). */
+static void *find_real(const char *name) {
+    init_dlsym();
+    if (!real_dlsym) return NULL;
+    void *p = real_dlsym(RTLD_NEXT, name);
+    if (p) return p;
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    return h ? real_dlsym(h, name) : NULL;
+}
+
+#define REAL(slot, name) ((slot) ? (slot) : ((slot) = (__typeof__(slot))find_real(name)))
+
+/* the driver functions rr calls itself */
+static CUresult (*p_ctx_sync)(void);
+static CUresult (*p_dtoh)(void *, CUdeviceptr, size_t);
+static CUresult (*p_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+static CUresult (*p_func_param)(CUfunction, size_t, size_t *, size_t *);
+static CUresult (*p_kernel_param)(CUkernel, size_t, size_t *, size_t *);
+static CUresult (*p_func_name)(const char **, CUfunction);
+static CUresult (*p_kernel_name)(const char **, CUkernel);
+static CUresult (*p_func_module)(CUmodule *, CUfunction);
+static CUresult (*p_tex_res)(CUDA_RESOURCE_DESC *, CUtexObject);
+static CUresult (*p_tex_desc)(CUDA_TEXTURE_DESC *, CUtexObject);
+static CUresult (*p_surf_res)(CUDA_RESOURCE_DESC *, CUsurfObject);
+static CUresult (*p_array3d_desc)(CUDA_ARRAY3D_DESCRIPTOR *, CUarray);
+static CUresult (*p_memcpy2d)(const CUDA_MEMCPY2D *);
+static CUresult (*p_memcpy3d)(const CUDA_MEMCPY3D *);
+
+/* ---- state: one per process, behind one lock ---- */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t state_pid;
+static int enabled;  /* RR_CAPTURE_DIR set, and no write has failed */
+static char root[PATH_MAX], procdir[PATH_MAX];
+static regex_t kernels;
+static int have_kernels;
+static unsigned long long ranges[64][2];
+static int nranges;
+static unsigned long long launch_seq, match_seq, captured;
+
+struct alloc { CUdeviceptr base; size_t size; };
+struct named { void *h; void *owner; char *name; int kernel; };  /* a function or kernel (CUkernel): its name, its module or library */
+struct image { void *h; char file[48]; };                  /* a module or library: its module file */
+struct object { unsigned long long h; int kind; };         /* a texture (1) or surface (2) object */
+struct seen { char *name; unsigned long long launches; };
+
+static struct alloc *allocs; static size_t nallocs, capallocs;
+static struct named *named; static size_t nnamed, capnamed;
+static struct image *images; static size_t nimages, capimages;
+static struct object *objects; static size_t nobjects, capobjects;
+static struct seen *seen; static size_t nseen, capseen;
+
+#define GROW(arr, n, cap) do { if ((n) == (cap)) { size_t c_ = (cap) ? 2 * (cap) : 64; void *p_ = realloc((arr), c_ * sizeof *(arr)); if (!p_) abort(); (arr) = p_; (cap) = c_; } } while (0)
+
+static void write_counts(void);
+
+static void setup(void) {  /* under the lock; again in a forked child */
+    pid_t pid = getpid();
+    if (state_pid == pid) return;
+    int first = state_pid == 0;
+    state_pid = pid;
+    launch_seq = match_seq = captured = 0;
+    nseen = 0;
+    const char *dir = getenv("RR_CAPTURE_DIR");
+    enabled = dir && *dir && strlen(dir) < PATH_MAX - 64;
+    if (!enabled) return;
+    snprintf(root, sizeof root, "%s", dir);
+    snprintf(procdir, sizeof procdir, "%s/%d", root, (int)pid);
+    if (first) {
+        const char *k = getenv("RR_CAPTURE_KERNELS");
+        if (k && *k) {
+            if (regcomp(&kernels, k, REG_EXTENDED | REG_NOSUB) != 0) {
+                fprintf(stderr, "rr capture: RR_CAPTURE_KERNELS: not a POSIX extended regular expression; capture off\n");
+                enabled = 0;
+                return;
+            }
+            have_kernels = 1;
+        }
+        const char *r = getenv("RR_CAPTURE_LAUNCHES");
+        while (r && *r && nranges < 64) {
+            char *end;
+            unsigned long long a = strtoull(r, &end, 10), b = ~0ULL;
+            if (*end == '-') { r = end + 1; if (*r && *r != ',') b = strtoull(r, &end, 10); else end = (char *)r; }
+            ranges[nranges][0] = a; ranges[nranges][1] = b; nranges++;
+            r = *end == ',' ? end + 1 : NULL;
+        }
+        atexit(write_counts);
+    }
+}
+
+/* ---- files ---- */
+struct out { char dir[PATH_MAX]; int failed; char why[PATH_MAX + 128]; };
+
+static void fail(struct out *o, const char *path, int err) {
+    if (o->failed) return;
+    o->failed = 1;
+    snprintf(o->why, sizeof o->why, "%s: %s", path, strerror(err));
+}
+
+static void write_file(struct out *o, const char *path, const void *data, size_t n) {
+    if (o->failed) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { fail(o, path, errno); return; }
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) { if (errno == EINTR) continue; fail(o, path, errno); close(fd); return; }
+        p += w; n -= (size_t)w;
+    }
+    if (close(fd) != 0) fail(o, path, errno);
+}
+
+static void make_dir(struct out *o, const char *path) {
+    if (!o->failed && mkdir(path, 0755) != 0 && errno != EEXIST) fail(o, path, errno);
+}
+
+/* a .npy file (format 1.0) of `n` bytes of `descr` elements in `shape` */
+static void write_npy(struct out *o, const char *path, const char *descr, const size_t *shape, int ndim,
+                      const void *data, size_t n) {
+    char header[256], dims[160] = "";
+    size_t used = 0;
+    for (int i = 0; i < ndim; i++)
+        used += (size_t)snprintf(dims + used, sizeof dims - used, "%zu%s", shape[i], ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
+    int len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, dims);
+    size_t total = 10 + (size_t)len + 1, pad = (64 - total % 64) % 64;
+    size_t hlen = (size_t)len + pad + 1;
+    char *buf = malloc(10 + hlen);
+    if (!buf) { fail(o, path, ENOMEM); return; }
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)(hlen & 0xff); buf[9] = (char)(hlen >> 8);
+    memcpy(buf + 10, header, (size_t)len);
+    memset(buf + 10 + len, ' ', pad);
+    buf[10 + hlen - 1] = '\n';
+    if (o->failed) { free(buf); return; }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { fail(o, path, errno); free(buf); return; }
+    const char *parts[2] = {buf, data};
+    size_t sizes[2] = {10 + hlen, n};
+    for (int k = 0; k < 2 && !o->failed; k++) {
+        const char *p = parts[k]; size_t m = sizes[k];
+        while (m) {
+            ssize_t w = write(fd, p, m);
+            if (w < 0) { if (errno == EINTR) continue; fail(o, path, errno); break; }
+            p += w; m -= (size_t)w;
+        }
+    }
+    if (close(fd) != 0) fail(o, path, errno);
+    free(buf);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* capturing stops for good after a failed write: the reason goes to stderr and stopped.txt */
+static void stop(const char *why) {
+    enabled = 0;
+    fprintf(stderr, "rr capture: %s; capture stopped after %llu launches\n", why, captured);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/stopped.txt", procdir);
+    FILE *f = fopen(path, "w");
+    if (f) { fprintf(f, "%s\n", why); fclose(f); }
+}
+
+static int ensure_procdir(void) {
+    struct out o = {0};
+    make_dir(&o, root);
+    make_dir(&o, procdir);
+    if (o.failed) { stop(o.why); return 0; }
+    return 1;
+}
+
+static void append_line(const char *file, const char *line) {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/%s", procdir, file);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    size_t n = strlen(line);
+    if (write(fd, line, n) != (ssize_t)n || write(fd, "\n", 1) != 1) { /* names are informational */ }
+    close(fd);
+}
+
+static void write_counts(void) {
+    if (!enabled || state_pid != getpid() || nseen == 0) return;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/counts.txt", procdir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    for (size_t i = 0; i < nseen; i++) fprintf(f, "%llu %s\n", seen[i].launches, seen[i].name);
+    fclose(f);
+}
+
+/* ---- module images ---- */
+static uint64_t fnv1a64(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
+}
+
+static uint16_t u16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* The bytes of a module image as the driver takes it (a fatbin, a fatbin wrapper, an ELF cubin
+ * or NUL-terminated PTX text), its size and kind. */
+static const unsigned char *image_bytes(const void *image, size_t *size, const char **ext) {
+    const unsigned char *b = image;
+    if (!b) return NULL;
+    if (u32(b) == 0x466243b1u) b = *(const unsigned char *const *)(b + 8);  /* __fatBinC_Wrapper_t */
+    if (u32(b) == 0xBA55ED50u) { *size = u16(b + 6) + u64(b + 8); *ext = "fatbin"; return b; }
+    if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F' && b[4] == 2) {
+        uint64_t phoff = u64(b + 0x20), shoff = u64(b + 0x28);
+        uint16_t phes = u16(b + 0x36), phn = u16(b + 0x38), shes = u16(b + 0x3a), shn = u16(b + 0x3c);
+        uint64_t end = 64;
+        if (phoff + (uint64_t)phes * phn > end) end = phoff + (uint64_t)phes * phn;
+        if (shoff + (uint64_t)shes * shn > end) end = shoff + (uint64_t)shes * shn;
+        for (uint16_t i = 0; i < shn; i++) {
+            const unsigned char *s = b + shoff + (uint64_t)i * shes;
+            if (u32(s + 4) == 8) continue;  /* SHT_NOBITS */
+            if (u64(s + 0x18) + u64(s + 0x20) > end) end = u64(s + 0x18) + u64(s + 0x20);
+        }
+        *size = end; *ext = "cubin"; return b;
+    }
+    *size = strlen((const char *)b); *ext = "ptx";  /* PTX: the text without its NUL, as the corpus names it */
+    return b;
+}
+
+static struct image *image_of(void *h) {
+    for (size_t i = 0; i < nimages; i++) if (images[i].h == h) return &images[i];
+    return NULL;
+}
+
+static void note_image(void *h, const char *file) {
+    struct image *im = image_of(h);
+    if (!im) { GROW(images, nimages, capimages); im = &images[nimages++]; im->h = h; }
+    snprintf(im->file, sizeof im->file, "%s", file);
+}
+
+/* under the lock: write modules/<hash>.<ext> once; the handle now names that file */
+static void loaded(void *handle, const void *image) {
+    setup();
+    if (!enabled || !handle) return;
+    size_t n = 0;
+    const char *ext = "ptx";
+    const unsigned char *b = image_bytes(image, &n, &ext);
+    if (!b) return;
+    char file[48], dir[PATH_MAX + 16], path[PATH_MAX + 64], tmp[PATH_MAX + 96];
+    snprintf(file, sizeof file, "%016llx.%s", (unsigned long long)fnv1a64(b, n), ext);
+    note_image(handle, file);
+    snprintf(dir, sizeof dir, "%s/modules", root);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (access(path, F_OK) == 0) return;
+    struct out o = {0};
+    make_dir(&o, root);
+    make_dir(&o, dir);
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d.tmp", dir, file, (int)getpid());
+    write_file(&o, tmp, b, n);
+    if (!o.failed && rename(tmp, path) != 0) fail(&o, path, errno);
+    if (o.failed) { unlink(tmp); if (ensure_procdir()) stop(o.why); }
+}
+
+static struct named *named_of(void *h) {
+    for (size_t i = 0; i < nnamed; i++) if (named[i].h == h) return &named[i];
+    return NULL;
+}
+
+static void note_named(void *h, void *owner, const char *name, int kernel) {
+    if (!h) return;
+    struct named *n = named_of(h);
+    if (!n) { GROW(named, nnamed, capnamed); n = &named[nnamed++]; n->h = h; n->name = NULL; }
+    n->kernel = kernel;
+    n->owner = owner;
+    if (name) { free(n->name); n->name = strdup(name); }
+}
+
+/* ---- allocations and objects ---- */
+static void note_alloc(CUdeviceptr base, size_t size) {
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == base) { allocs[i].size = size; pthread_mutex_unlock(&lock); return; }
+    GROW(allocs, nallocs, capallocs);
+    allocs[nallocs].base = base; allocs[nallocs].size = size; nallocs++;
+    pthread_mutex_unlock(&lock);
+}
+
+static void forget_alloc(CUdeviceptr base) {
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == base) { allocs[i] = allocs[--nallocs]; break; }
+    pthread_mutex_unlock(&lock);
+}
+
+static void note_object(unsigned long long h, int kind) {
+    pthread_mutex_lock(&lock);
+    GROW(objects, nobjects, capobjects);
+    objects[nobjects].h = h; objects[nobjects].kind = kind; nobjects++;
+    pthread_mutex_unlock(&lock);
+}
+
+static void forget_object(unsigned long long h) {
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nobjects; i++)
+        if (objects[i].h == h) { objects[i] = objects[--nobjects]; break; }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- one launch ---- */
+struct launch_args {
+    int api;  /* 0 cuLaunchKernel, 1 its _ptsz, 2 cuLaunchKernelEx, 3 its _ptsz */
+    CUfunction f;
+    unsigned int grid[3], block[3], shared;
+    CUstream stream;
+    void **params, **extra;
+    const CUlaunchConfig *config;
+};
+
+static CUresult (*r_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+static CUresult (*r_launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+static CUresult (*r_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+static CUresult (*r_launch_ex_ptsz)(const CUlaunchConfig *, CUfunction, void **, void **);
+
+static CUresult real_launch(const struct launch_args *a) {
+    switch (a->api) {
+    case 0: if (!REAL(r_launch, "cuLaunchKernel")) return 999;
+        return r_launch(a->f, a->grid[0], a->grid[1], a->grid[2], a->block[0], a->block[1], a->block[2], a->shared, a->stream, a->params, a->extra);
+    case 1: if (!REAL(r_launch_ptsz, "cuLaunchKernel_ptsz")) return 999;
+        return r_launch_ptsz(a->f, a->grid[0], a->grid[1], a->grid[2], a->block[0], a->block[1], a->block[2], a->shared, a->stream, a->params, a->extra);
+    case 2: if (!REAL(r_launch_ex, "cuLaunchKernelEx")) return 999;
+        return r_launch_ex(a->config, a->f, a->params, a->extra);
+    default: if (!REAL(r_launch_ex_ptsz, "cuLaunchKernelEx_ptsz")) return 999;
+        return r_launch_ex_ptsz(a->config, a->f, a->params, a->extra);
+    }
+}
+
+static const char *API_NAMES[] = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"};
+
+struct buf { CUdeviceptr base; size_t size; int how; unsigned char *before; int changed; };
+struct arr { CUarray h; CUDA_ARRAY3D_DESCRIPTOR d; size_t bytes, elem; unsigned char *before; int changed; int ok; };
+struct ref { size_t offset; unsigned long long value; int kind; int index; };  /* kind 0 buffer, 1 texture, 2 surface, 3 unresolved object */
+
+static const char *entry_name(CUfunction f, void **owner) {
+    struct named *n = named_of(f);
+    *owner = n ? n->owner : NULL;
+    if (n && n->name) return n->name;
+    const char *name = NULL;
+    if (REAL(p_func_name, "cuFuncGetName") && p_func_name(&name, f) == CUDA_SUCCESS && name) {
+        CUmodule m = NULL;
+        if (!*owner && REAL(p_func_module, "cuFuncGetModule") && p_func_module(&m, f) == CUDA_SUCCESS) *owner = m;
+        note_named(f, *owner, name, 0);
+        return named_of(f)->name;
+    }
+    if (REAL(p_kernel_name, "cuKernelGetName") && p_kernel_name(&name, (CUkernel)f) == CUDA_SUCCESS && name) {
+        note_named(f, *owner, name, 0);
+        return named_of(f)->name;
+    }
+    return NULL;
+}
+
+static int selected(unsigned long long index) {
+    if (nranges == 0) return 1;
+    for (int i = 0; i < nranges; i++) if (index >= ranges[i][0] && index < ranges[i][1]) return 1;
+    return 0;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static const char *format_descr(int format, size_t *bytes) {
+    switch (format) {
+    case 0x01: *bytes = 1; return "|u1";
+    case 0x02: *bytes = 2; return "<u2";
+    case 0x03: *bytes = 4; return "<u4";
+    case 0x08: *bytes = 1; return "|i1";
+    case 0x09: *bytes = 2; return "<i2";
+    case 0x0a: *bytes = 4; return "<i4";
+    case 0x10: *bytes = 2; return "<f2";
+    case 0x20: *bytes = 4; return "<f4";
+    default: *bytes = 0; return NULL;
+    }
+}
+
+static CUresult copy_array(struct arr *a, unsigned char *dst) {
+    size_t rows = a->d.Height ? a->d.Height : 1, width = a->d.Width * a->elem;
+    if (a->d.Depth == 0) {
+        CUDA_MEMCPY2D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = CU_MEMORYTYPE_ARRAY; c.srcArray = a->h;
+        c.dstMemoryType = CU_MEMORYTYPE_HOST; c.dstHost = dst; c.dstPitch = width;
+        c.WidthInBytes = width; c.Height = rows;
+        return REAL(p_memcpy2d, "cuMemcpy2D_v2") ? p_memcpy2d(&c) : 999;
+    }
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY; c.srcArray = a->h;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST; c.dstHost = dst; c.dstPitch = width; c.dstHeight = rows;
+    c.WidthInBytes = width; c.Height = rows; c.Depth = a->d.Depth;
+    return REAL(p_memcpy3d, "cuMemcpy3D_v2") ? p_memcpy3d(&c) : 999;
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+#define MAX_PARAMS 4096
+#define MAX_REFS 4096
+
+/* under the lock: the launch, with its state copied before and after and written out */
+static CUresult capture(const struct launch_args *a, const char *name, void *owner, unsigned long long seq,
+                        unsigned long long match) {
+    static size_t offs[MAX_PARAMS], sizes[MAX_PARAMS];
+    static struct ref refs[MAX_REFS];
+    struct buf *bufs = NULL; size_t nbufs = 0, capbufs = 0;
+    struct arr *arrs = NULL; size_t narrs = 0, caparrs = 0;
+    size_t nrefs = 0, nparams = 0, size = 0;
+    unsigned char *block = NULL;
+    const char *param_source = "param_info", *problem = NULL;
+    struct image *im = owner ? image_of(owner) : NULL;
+    struct named *kernel = named_of(a->f);
+    double t0 = now_ns(), t1, t2, t3;
+
+    /* the parameter layout, and the bytes */
+    /* a CUkernel (cudart's handles, from cuLibraryGetKernel) is asked through cuKernelGetParamInfo */
+    CUresult (*info)(void *, size_t, size_t *, size_t *) = NULL;
+    if (kernel && kernel->kernel && REAL(p_kernel_param, "cuKernelGetParamInfo"))
+        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_kernel_param;
+    else if (REAL(p_func_param, "cuFuncGetParamInfo"))
+        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_func_param;
+    if (info)
+        while (nparams < MAX_PARAMS && info(a->f, nparams, &offs[nparams], &sizes[nparams]) == CUDA_SUCCESS) {
+            if (offs[nparams] + sizes[nparams] > size) size = offs[nparams] + sizes[nparams];
+            nparams++;
+        }
+    const unsigned char *extra_buf = NULL;
+    size_t extra_size = 0;
+    for (void **e = a->extra; e && *e; e += 2) {
+        if (*e == (void *)1) extra_buf = e[1];
+        else if (*e == (void *)2) extra_size = *(size_t *)e[1];
+        else if (*e != (void *)0) break;
+    }
+    if (extra_buf) {
+        param_source = "extra";
+        size = extra_size;
+        block = calloc(1, size + 8);
+        if (block) memcpy(block, extra_buf, size);
+    } else {
+        if (!info) problem = "the driver has no cuFuncGetParamInfo: the parameter sizes are unknown";
+        block = calloc(1, size + 8);
+        for (size_t i = 0; block && a->params && i < nparams; i++) memcpy(block + offs[i], a->params[i], sizes[i]);
+    }
+    if (!block) return real_launch(a);
+
+    /* the words that point into allocations or name texture and surface objects */
+    for (size_t o = 0; o + 8 <= size && nrefs < MAX_REFS; o += 8) {
+        unsigned long long w = u64(block + o);
+        if (!w) continue;
+        int found = -1;
+        for (size_t i = 0; i < nbufs && found < 0; i++) if (w >= bufs[i].base && w < bufs[i].base + bufs[i].size) found = (int)i;
+        if (found < 0) {
+            int how = -1; CUdeviceptr base = 0; size_t bsize = 0;
+            for (size_t i = 0; i < nallocs; i++)
+                if (w >= allocs[i].base && w < allocs[i].base + allocs[i].size) { base = allocs[i].base; bsize = allocs[i].size; how = 0; break; }
+            if (how < 0 && REAL(p_range, "cuMemGetAddressRange_v2") && p_range(&base, &bsize, w) == CUDA_SUCCESS && bsize) how = 1;
+            if (how >= 0) {
+                GROW(bufs, nbufs, capbufs);
+                memset(&bufs[nbufs], 0, sizeof bufs[nbufs]);
+                bufs[nbufs].base = base; bufs[nbufs].size = bsize; bufs[nbufs].how = how;
+                found = (int)nbufs++;
+            }
+        }
+        if (found >= 0) { refs[nrefs++] = (struct ref){o, w, 0, found}; continue; }
+        int kind = 0;
+        for (size_t i = 0; i < nobjects; i++) if (objects[i].h == w) { kind = objects[i].kind; break; }
+        if (!kind) continue;
+        CUDA_RESOURCE_DESC res;
+        memset(&res, 0, sizeof res);
+        CUresult r = kind == 1 ? (REAL(p_tex_res, "cuTexObjectGetResourceDesc") ? p_tex_res(&res, w) : 999)
+                               : (REAL(p_surf_res, "cuSurfObjectGetResourceDesc") ? p_surf_res(&res, w) : 999);
+        if (r != CUDA_SUCCESS || res.resType != CU_RESOURCE_TYPE_ARRAY) {
+            refs[nrefs++] = (struct ref){o, w, 3, r != CUDA_SUCCESS ? -1 : -2 - res.resType};
+            continue;
+        }
+        int ai = -1;
+        for (size_t i = 0; i < narrs; i++) if (arrs[i].h == res.res.array.hArray) ai = (int)i;
+        if (ai < 0) {
+            GROW(arrs, narrs, caparrs);
+            struct arr *x = &arrs[narrs];
+            memset(x, 0, sizeof *x);
+            x->h = res.res.array.hArray;
+            size_t fb = 0;
+            if (REAL(p_array3d_desc, "cuArray3DGetDescriptor_v2") && p_array3d_desc(&x->d, x->h) == CUDA_SUCCESS
+                && format_descr(x->d.Format, &fb)) {
+                x->elem = fb * x->d.NumChannels;
+                x->bytes = x->elem * x->d.Width * (x->d.Height ? x->d.Height : 1) * (x->d.Depth ? x->d.Depth : 1);
+                x->ok = 1;
+            }
+            ai = (int)narrs++;
+        }
+        refs[nrefs++] = (struct ref){o, w, kind, ai};
+    }
+
+    /* before */
+    struct out out = {0};
+    char final[PATH_MAX + 32], path[PATH_MAX + 128];
+    snprintf(out.dir, sizeof out.dir, "%s/.%06llu.tmp", procdir, seq);
+    snprintf(final, sizeof final, "%s/%06llu", procdir, seq);
+    make_dir(&out, out.dir);
+    snprintf(path, sizeof path, "%s/before", out.dir); make_dir(&out, path);
+    snprintf(path, sizeof path, "%s/after", out.dir); make_dir(&out, path);
+    CUresult sync = REAL(p_ctx_sync, "cuCtxSynchronize") ? p_ctx_sync() : 999;
+    size_t copied = 0;
+    for (size_t i = 0; i < nbufs && !out.failed; i++) {
+        bufs[i].before = malloc(bufs[i].size ? bufs[i].size : 1);
+        if (!bufs[i].before) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
+        if (!REAL(p_dtoh, "cuMemcpyDtoH_v2") || p_dtoh(bufs[i].before, bufs[i].base, bufs[i].size) != CUDA_SUCCESS)
+            { problem = "a buffer could not be copied (cuMemcpyDtoH failed)"; }
+        copied += bufs[i].size;
+        size_t shape[1] = {bufs[i].size};
+        snprintf(path, sizeof path, "%s/before/b%zu.npy", out.dir, i);
+        write_npy(&out, path, "|u1", shape, 1, bufs[i].before, bufs[i].size);
+    }
+    for (size_t i = 0; i < narrs && !out.failed; i++) {
+        struct arr *x = &arrs[i];
+        if (!x->ok) continue;
+        x->before = malloc(x->bytes ? x->bytes : 1);
+        if (!x->before) { fail(&out, "host memory for an array copy", ENOMEM); break; }
+        if (copy_array(x, x->before) != CUDA_SUCCESS) { problem = "an array could not be copied (cuMemcpy2D/3D failed)"; }
+        copied += x->bytes;
+    }
+    t1 = now_ns();
+    CUresult result = real_launch(a);
+    CUresult after_sync = result == CUDA_SUCCESS && p_ctx_sync ? p_ctx_sync() : result;
+    t2 = now_ns();
+    if (result != CUDA_SUCCESS || after_sync != CUDA_SUCCESS) {
+        /* a launch that failed or faulted: nothing is written for it, its error is the program's */
+        remove_tree(out.dir);
+        goto done;
+    }
+    unsigned char *scratch = NULL;
+    for (size_t i = 0; i < nbufs && !out.failed; i++) {
+        scratch = malloc(bufs[i].size ? bufs[i].size : 1);
+        if (!scratch) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
+        if (!p_dtoh || p_dtoh(scratch, bufs[i].base, bufs[i].size) != CUDA_SUCCESS) problem = "a buffer could not be copied after the launch";
+        bufs[i].changed = memcmp(scratch, bufs[i].before, bufs[i].size) != 0;
+        char src[PATH_MAX + 128];
+        snprintf(src, sizeof src, "%s/before/b%zu.npy", out.dir, i);
+        snprintf(path, sizeof path, "%s/after/b%zu.npy", out.dir, i);
+        size_t shape[1] = {bufs[i].size};
+        if (bufs[i].changed || link(src, path) != 0) write_npy(&out, path, "|u1", shape, 1, scratch, bufs[i].size);
+        free(scratch); scratch = NULL;
+    }
+    for (size_t i = 0; i < narrs && !out.failed; i++) {
+        struct arr *x = &arrs[i];
+        if (!x->ok) continue;
+        scratch = malloc(x->bytes ? x->bytes : 1);
+        if (!scratch) { fail(&out, "host memory for an array copy", ENOMEM); break; }
+        if (copy_array(x, scratch) != CUDA_SUCCESS) problem = "an array could not be copied after the launch";
+        x->changed = memcmp(scratch, x->before, x->bytes) != 0;
+        size_t fb, shape[4], nd = 0;
+        const char *descr = format_descr(x->d.Format, &fb);
+        if (x->d.Depth) shape[nd++] = x->d.Depth;
+        if (x->d.Height) shape[nd++] = x->d.Height;
+        shape[nd++] = x->d.Width;
+        shape[nd++] = x->d.NumChannels;
+        snprintf(path, sizeof path, "%s/before/a%zu.npy", out.dir, i);
+        write_npy(&out, path, descr, shape, (int)nd, x->before, x->bytes);
+        snprintf(path, sizeof path, "%s/after/a%zu.npy", out.dir, i);
+        write_npy(&out, path, descr, shape, (int)nd, scratch, x->bytes);
+        free(scratch); scratch = NULL;
+    }
+    t3 = now_ns();
+    snprintf(path, sizeof path, "%s/params.bin", out.dir);
+    write_file(&out, path, block, size);
+    snprintf(path, sizeof path, "%s/record.json", out.dir);
+    FILE *f = out.failed ? NULL : fopen(path, "w");
+    if (!out.failed && !f) fail(&out, path, errno);
+    if (f) {
+        fprintf(f, "{\"pid\": %d, \"seq\": %llu, \"match\": %llu, \"api\": \"%s\", \"entry\": ", (int)getpid(), seq, match, API_NAMES[a->api]);
+        json_string(f, name);
+        fprintf(f, ", \"module\": ");
+        if (im) json_string(f, im->file); else fputs("null", f);
+        fprintf(f, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %u, \"stream\": %llu",
+                a->grid[0], a->grid[1], a->grid[2], a->block[0], a->block[1], a->block[2], a->shared,
+                (unsigned long long)(uintptr_t)a->stream);
+        fprintf(f, ", \"launch_attributes\": [");
+        for (unsigned i = 0; a->config && i < a->config->numAttrs; i++) fprintf(f, "%s%u", i ? ", " : "", a->config->attrs[i].id);
+        fprintf(f, "], \"params_source\": \"%s\", \"params_size\": %zu, \"params\": [", param_source, size);
+        for (size_t i = 0; i < nparams; i++) fprintf(f, "%s[%zu, %zu]", i ? ", " : "", offs[i], sizes[i]);
+        fprintf(f, "], \"problem\": ");
+        if (problem) json_string(f, problem); else fputs("null", f);
+        fprintf(f, ", \"sync_before\": %d, \"refs\": [", sync);
+        static const char *kinds[] = {"buffer", "texture", "surface", "object"};
+        for (size_t i = 0; i < nrefs; i++)
+            fprintf(f, "%s{\"offset\": %zu, \"value\": %llu, \"kind\": \"%s\", \"index\": %d}", i ? ", " : "",
+                    refs[i].offset, refs[i].value, kinds[refs[i].kind], refs[i].index);
+        fprintf(f, "], \"buffers\": [");
+        for (size_t i = 0; i < nbufs; i++)
+            fprintf(f, "%s{\"file\": \"b%zu.npy\", \"base\": %llu, \"size\": %zu, \"found_by\": \"%s\", \"changed\": %s}",
+                    i ? ", " : "", i, bufs[i].base, bufs[i].size, bufs[i].how ? "address_range" : "allocation",
+                    bufs[i].changed ? "true" : "false");
+        fprintf(f, "], \"arrays\": [");
+        for (size_t i = 0; i < narrs; i++) {
+            fprintf(f, "%s{\"file\": ", i ? ", " : "");
+            if (arrs[i].ok) fprintf(f, "\"a%zu.npy\"", i); else fputs("null", f);
+            fprintf(f, ", \"handle\": %llu, \"width\": %zu, \"height\": %zu, \"depth\": %zu, \"format\": %d, "
+                       "\"channels\": %u, \"flags\": %u, \"changed\": %s}",
+                    (unsigned long long)(uintptr_t)arrs[i].h, arrs[i].d.Width, arrs[i].d.Height, arrs[i].d.Depth,
+                    arrs[i].d.Format, arrs[i].d.NumChannels, arrs[i].d.Flags, arrs[i].changed ? "true" : "false");
+        }
+        fprintf(f, "], \"samplers\": [");
+        int first = 1;
+        for (size_t i = 0; i < nrefs; i++) {
+            if (refs[i].kind != 1) continue;
+            CUDA_TEXTURE_DESC td;
+            memset(&td, 0, sizeof td);
+            if (!REAL(p_tex_desc, "cuTexObjectGetTextureDesc") || p_tex_desc(&td, refs[i].value) != CUDA_SUCCESS) continue;
+            fprintf(f, "%s{\"offset\": %zu, \"address_mode\": [%d, %d, %d], \"filter_mode\": %d, \"flags\": %u}",
+                    first ? "" : ", ", refs[i].offset, td.addressMode[0], td.addressMode[1], td.addressMode[2],
+                    td.filterMode, td.flags);
+            first = 0;
+        }
+        fprintf(f, "], \"bytes_copied\": %zu, \"times_ns\": {\"before\": %.0f, \"launch\": %.0f, \"after\": %.0f}}\n",
+                2 * copied, t1 - t0, t2 - t1, t3 - t2);
+        if (ferror(f)) fail(&out, path, errno ? errno : EIO);
+        if (fclose(f) != 0) fail(&out, path, errno);
+    }
+    if (!out.failed && rename(out.dir, final) != 0) fail(&out, final, errno);
+    if (out.failed) {
+        remove_tree(out.dir);
+        stop(out.why);
+    } else {
+        captured++;
+    }
+done:
+    for (size_t i = 0; i < nbufs; i++) free(bufs[i].before);
+    for (size_t i = 0; i < narrs; i++) free(arrs[i].before);
+    free(bufs); free(arrs); free(block);
+    return result;
+}
+
+static CUresult on_launch(const struct launch_args *a) {
+    pthread_mutex_lock(&lock);
+    setup();
+    if (!enabled) { pthread_mutex_unlock(&lock); return real_launch(a); }
+    unsigned long long seq = launch_seq++;
+    void *owner = NULL;
+    const char *name = entry_name(a->f, &owner);
+    const char *shown = name ? name : "?";
+    size_t s;
+    for (s = 0; s < nseen && strcmp(seen[s].name, shown) != 0; s++) {}
+    if (s == nseen) {
+        if (nseen == 0 && !ensure_procdir()) { pthread_mutex_unlock(&lock); return real_launch(a); }
+        GROW(seen, nseen, capseen);
+        seen[nseen].name = strdup(shown); seen[nseen].launches = 0; nseen++;
+        append_line("names.txt", shown);
+    }
+    seen[s].launches++;
+    CUresult r;
+    if (have_kernels && (!name || regexec(&kernels, name, 0, NULL, 0) != 0)) {
+        r = real_launch(a);
+    } else {
+        unsigned long long match = match_seq++;
+        r = selected(match) ? capture(a, shown, owner, seq, match) : real_launch(a);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* ---- the hooked entry points ---- */
+#define EXPORT __attribute__((visibility("default")))
+
+static CUresult (*r_mod_load)(CUmodule *, const void *);
+static CUresult (*r_mod_load_ex)(CUmodule *, const void *, unsigned, void *, void **);
+static CUresult (*r_mod_load_fat)(CUmodule *, const void *);
+static CUresult (*r_mod_load_file)(CUmodule *, const char *);
+static CUresult (*r_lib_load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **, unsigned);
+static CUresult (*r_mod_get_fn)(CUfunction *, CUmodule, const char *);
+static CUresult (*r_lib_get_kernel)(CUkernel *, CUlibrary, const char *);
+static CUresult (*r_kernel_get_fn)(CUfunction *, CUkernel);
+static CUresult (*r_lib_get_mod)(CUmodule *, CUlibrary);
+static CUresult (*r_alloc)(CUdeviceptr *, size_t);
+static CUresult (*r_alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+static CUresult (*r_alloc_async)(CUdeviceptr *, size_t, CUstream);
+static CUresult (*r_alloc_async_ptsz)(CUdeviceptr *, size_t, CUstream);
+static CUresult (*r_alloc_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+static CUresult (*r_alloc_pool_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+static CUresult (*r_alloc_managed)(CUdeviceptr *, size_t, unsigned);
+static CUresult (*r_free)(CUdeviceptr);
+static CUresult (*r_free_async)(CUdeviceptr, CUstream);
+static CUresult (*r_free_async_ptsz)(CUdeviceptr, CUstream);
+static CUresult (*r_mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+static CUresult (*r_mem_unmap)(CUdeviceptr, size_t);
+static CUresult (*r_tex_create)(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const void *);
+static CUresult (*r_tex_destroy)(CUtexObject);
+static CUresult (*r_surf_create)(CUsurfObject *, const CUDA_RESOURCE_DESC *);
+static CUresult (*r_surf_destroy)(CUsurfObject);
+static CUresult (*r_gpa2)(const char *, void **, int, unsigned long long, int *);
+static CUresult (*r_gpa1)(const char *, void **, int, unsigned long long);
+
+#define MODULE_LOADED(handle, image) do { pthread_mutex_lock(&lock); loaded((handle), (image)); pthread_mutex_unlock(&lock); } while (0)
+
+EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+    if (!REAL(r_mod_load, "cuModuleLoadData")) return 999;
+    CUresult r = r_mod_load(m, image);
+    if (r == CUDA_SUCCESS) MODULE_LOADED(*m, image);
+    return r;
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, void *options, void **values) {
+    if (!REAL(r_mod_load_ex, "cuModuleLoadDataEx")) return 999;
+    CUresult r = r_mod_load_ex(m, image, n, options, values);
+    if (r == CUDA_SUCCESS) MODULE_LOADED(*m, image);
+    return r;
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *image) {
+    if (!REAL(r_mod_load_fat, "cuModuleLoadFatBinary")) return 999;
+    CUresult r = r_mod_load_fat(m, image);
+    if (r == CUDA_SUCCESS) MODULE_LOADED(*m, image);
+    return r;
+}
+
+EXPORT CUresult cuModuleLoad(CUmodule *m, const char *fname) {
+    if (!REAL(r_mod_load_file, "cuModuleLoad")) return 999;
+    CUresult r = r_mod_load_file(m, fname);
+    if (r != CUDA_SUCCESS) return r;
+    FILE *f = fopen(fname, "rb");  /* the image is the file's bytes, NUL-terminated for PTX */
+    if (!f) return r;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = n >= 0 ? calloc(1, (size_t)n + 1) : NULL;
+    if (data && fread(data, 1, (size_t)n, f) == (size_t)n) MODULE_LOADED(*m, data);
+    free(data);
+    fclose(f);
+    return r;
+}
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, void **jv, unsigned nj, void *lo,
+                                  void **lv, unsigned nl) {
+    if (!REAL(r_lib_load, "cuLibraryLoadData")) return 999;
+    CUresult r = r_lib_load(lib, code, jo, jv, nj, lo, lv, nl);
+    if (r == CUDA_SUCCESS) MODULE_LOADED(*lib, code);
+    return r;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    if (!REAL(r_mod_get_fn, "cuModuleGetFunction")) return 999;
+    CUresult r = r_mod_get_fn(f, m, name);
+    if (r == CUDA_SUCCESS) { pthread_mutex_lock(&lock); note_named(*f, m, name, 0); pthread_mutex_unlock(&lock); }
+    return r;
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name) {
+    if (!REAL(r_lib_get_kernel, "cuLibraryGetKernel")) return 999;
+    CUresult r = r_lib_get_kernel(k, lib, name);
+    if (r == CUDA_SUCCESS) { pthread_mutex_lock(&lock); note_named(*k, lib, name, 1); pthread_mutex_unlock(&lock); }
+    return r;
+}
+
+EXPORT CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) {
+    if (!REAL(r_kernel_get_fn, "cuKernelGetFunction")) return 999;
+    CUresult r = r_kernel_get_fn(f, k);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&lock);
+        struct named *n = named_of(k);
+        if (n) note_named(*f, n->owner, n->name, 0);
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+EXPORT CUresult cuLibraryGetModule(CUmodule *m, CUlibrary lib) {
+    if (!REAL(r_lib_get_mod, "cuLibraryGetModule")) return 999;
+    CUresult r = r_lib_get_mod(m, lib);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&lock);
+        struct image *im = image_of(lib);
+        if (im) { char file[48]; memcpy(file, im->file, sizeof file); note_image(*m, file); }
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+/* an allocation hook: the real call, then [*p, *p + SIZE) tracked; a free hook: untracked, then freed */
+#define ALLOC_HOOK(name, slot, SIZE, params, args)                  \
+    EXPORT CUresult name params {                                  \
+        if (!REAL(slot, #name)) return 999;                        \
+        CUresult r = slot args;                                    \
+        if (r == CUDA_SUCCESS) note_alloc(*p, SIZE);               \
+        return r;                                                  \
+    }
+#define FREE_HOOK(name, slot, params, args)                         \
+    EXPORT CUresult name params {                                  \
+        if (!REAL(slot, #name)) return 999;                        \
+        forget_alloc(p);                                           \
+        return slot args;                                          \
+    }
+
+ALLOC_HOOK(cuMemAlloc_v2, r_alloc, n, (CUdeviceptr *p, size_t n), (p, n))
+ALLOC_HOOK(cuMemAllocPitch_v2, r_alloc_pitch, *pitch * h, (CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned e),
+           (p, pitch, w, h, e))
+ALLOC_HOOK(cuMemAllocAsync, r_alloc_async, n, (CUdeviceptr *p, size_t n, CUstream s), (p, n, s))
+ALLOC_HOOK(cuMemAllocAsync_ptsz, r_alloc_async_ptsz, n, (CUdeviceptr *p, size_t n, CUstream s), (p, n, s))
+ALLOC_HOOK(cuMemAllocFromPoolAsync, r_alloc_pool, n, (CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s),
+           (p, n, pool, s))
+ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, r_alloc_pool_ptsz, n, (CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s),
+           (p, n, pool, s))
+ALLOC_HOOK(cuMemAllocManaged, r_alloc_managed, n, (CUdeviceptr *p, size_t n, unsigned flags), (p, n, flags))
+FREE_HOOK(cuMemFree_v2, r_free, (CUdeviceptr p), (p))
+FREE_HOOK(cuMemFreeAsync, r_free_async, (CUdeviceptr p, CUstream s), (p, s))
+FREE_HOOK(cuMemFreeAsync_ptsz, r_free_async_ptsz, (CUdeviceptr p, CUstream s), (p, s))
+
+EXPORT CUresult cuMemMap(CUdeviceptr p, size_t n, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+    if (!REAL(r_mem_map, "cuMemMap")) return 999;
+    CUresult r = r_mem_map(p, n, offset, h, flags);
+    if (r == CUDA_SUCCESS) note_alloc(p, n);
+    return r;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t n) {
+    if (!REAL(r_mem_unmap, "cuMemUnmap")) return 999;
+    forget_alloc(p);
+    return r_mem_unmap(p, n);
+}
+
+EXPORT CUresult cuTexObjectCreate(CUtexObject *t, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex, const void *view) {
+    if (!REAL(r_tex_create, "cuTexObjectCreate")) return 999;
+    CUresult r = r_tex_create(t, res, tex, view);
+    if (r == CUDA_SUCCESS) note_object(*t, 1);
+    return r;
+}
+
+EXPORT CUresult cuTexObjectDestroy(CUtexObject t) {
+    if (!REAL(r_tex_destroy, "cuTexObjectDestroy")) return 999;
+    forget_object(t);
+    return r_tex_destroy(t);
+}
+
+EXPORT CUresult cuSurfObjectCreate(CUsurfObject *s, const CUDA_RESOURCE_DESC *res) {
+    if (!REAL(r_surf_create, "cuSurfObjectCreate")) return 999;
+    CUresult r = r_surf_create(s, res);
+    if (r == CUDA_SUCCESS) note_object(*s, 2);
+    return r;
+}
+
+EXPORT CUresult cuSurfObjectDestroy(CUsurfObject s) {
+    if (!REAL(r_surf_destroy, "cuSurfObjectDestroy")) return 999;
+    forget_object(s);
+    return r_surf_destroy(s);
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned shared, CUstream s, void **params, void **extra) {
+    struct launch_args a = {0, f, {gx, gy, gz}, {bx, by, bz}, shared, s, params, extra, NULL};
+    return on_launch(&a);
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                    unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+    struct launch_args a = {1, f, {gx, gy, gz}, {bx, by, bz}, shared, s, params, extra, NULL};
+    return on_launch(&a);
+}
+
+static CUresult launch_ex(int api, const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    struct launch_args a = {api, f, {c->gridDimX, c->gridDimY, c->gridDimZ}, {c->blockDimX, c->blockDimY, c->blockDimZ},
+                            c->sharedMemBytes, c->hStream, params, extra, c};
+    return on_launch(&a);
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    return launch_ex(2, c, f, params, extra);
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    return launch_ex(3, c, f, params, extra);
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
+EXPORT CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
+
+/* The hooked names: the exported symbol, the name cuGetProcAddress is asked for (with the
+ * lowest CUDA version the hook's prototype is right for, and whether it is the per-thread
+ * default-stream variant), the real function's slot and the hook. */
+struct hook { const char *symbol, *base; int min_version, ptds; void **slot; void *fn; };
+#define HOOK(sym, base, ver, ptds, slot) {#sym, base, ver, ptds, (void **)&slot, (void *)sym}
+static const struct hook hooks[] = {
+    HOOK(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, r_gpa2),
+    HOOK(cuGetProcAddress, "cuGetProcAddress", 0, 0, r_gpa1),
+    HOOK(cuModuleLoadData, "cuModuleLoadData", 0, 0, r_mod_load),
+    HOOK(cuModuleLoadDataEx, "cuModuleLoadDataEx", 0, 0, r_mod_load_ex),
+    HOOK(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 0, 0, r_mod_load_fat),
+    HOOK(cuModuleLoad, "cuModuleLoad", 0, 0, r_mod_load_file),
+    HOOK(cuLibraryLoadData, "cuLibraryLoadData", 0, 0, r_lib_load),
+    HOOK(cuModuleGetFunction, "cuModuleGetFunction", 0, 0, r_mod_get_fn),
+    HOOK(cuLibraryGetKernel, "cuLibraryGetKernel", 0, 0, r_lib_get_kernel),
+    HOOK(cuKernelGetFunction, "cuKernelGetFunction", 0, 0, r_kernel_get_fn),
+    HOOK(cuLibraryGetModule, "cuLibraryGetModule", 0, 0, r_lib_get_mod),
+    HOOK(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, r_alloc),
+    HOOK(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, r_alloc_pitch),
+    HOOK(cuMemAllocAsync, "cuMemAllocAsync", 0, 0, r_alloc_async),
+    HOOK(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 0, 1, r_alloc_async_ptsz),
+    HOOK(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0, 0, r_alloc_pool),
+    HOOK(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 0, 1, r_alloc_pool_ptsz),
+    HOOK(cuMemAllocManaged, "cuMemAllocManaged", 0, 0, r_alloc_managed),
+    HOOK(cuMemFree_v2, "cuMemFree", 3020, 0, r_free),
+    HOOK(cuMemFreeAsync, "cuMemFreeAsync", 0, 0, r_free_async),
+    HOOK(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 0, 1, r_free_async_ptsz),
+    HOOK(cuMemMap, "cuMemMap", 0, 0, r_mem_map),
+    HOOK(cuMemUnmap, "cuMemUnmap", 0, 0, r_mem_unmap),
+    HOOK(cuTexObjectCreate, "cuTexObjectCreate", 0, 0, r_tex_create),
+    HOOK(cuTexObjectDestroy, "cuTexObjectDestroy", 0, 0, r_tex_destroy),
+    HOOK(cuSurfObjectCreate, "cuSurfObjectCreate", 0, 0, r_surf_create),
+    HOOK(cuSurfObjectDestroy, "cuSurfObjectDestroy", 0, 0, r_surf_destroy),
+    HOOK(cuLaunchKernel, "cuLaunchKernel", 0, 0, r_launch),
+    HOOK(cuLaunchKernel_ptsz, "cuLaunchKernel", 0, 1, r_launch_ptsz),
+    HOOK(cuLaunchKernelEx, "cuLaunchKernelEx", 0, 0, r_launch_ex),
+    HOOK(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 0, 1, r_launch_ex_ptsz),
+    {NULL, NULL, 0, 0, NULL, NULL},
+};
+
+/* what the driver returned for (symbol, version, flags), replaced by the hook for a hooked name */
+static void substitute(const char *symbol, int version, unsigned long long flags, void **pfn) {
+    int ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    const struct hook *best = NULL;
+    for (const struct hook *h = hooks; h->symbol; h++) {
+        if (strcmp(h->base, symbol) != 0 || version < h->min_version) continue;
+        if (h->ptds && !ptds) continue;
+        if (!best || h->min_version > best->min_version || (h->ptds && !best->ptds)) best = h;
+    }
+    if (!best || *pfn == best->fn) return;
+    *best->slot = *pfn;
+    *pfn = best->fn;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
+    if (!REAL(r_gpa2, "cuGetProcAddress_v2")) return 999;
+    CUresult r = r_gpa2(symbol, pfn, version, flags, status);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) substitute(symbol, version, flags, pfn);
+    return r;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    if (!REAL(r_gpa1, "cuGetProcAddress")) return 999;
+    CUresult r = r_gpa1(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) substitute(symbol, version, flags, pfn);
+    return r;
+}
+
+/* dlsym(handle, name) of a hooked driver symbol (cudart's way to reach cuGetProcAddress): the
+ * hook, the real one remembered. Every other lookup is the real dlsym's. A lookup with RTLD_NEXT
+ * is answered for this library's position, not the caller's (docs/capture.md). */
+EXPORT void *dlsym(void *handle, const char *name) {
+    init_dlsym();
+    if (!real_dlsym) return NULL;
+    void *p = real_dlsym(handle, name);
+    if (!p || name[0] != 'c' || name[1] != 'u') return p;
+    for (const struct hook *h = hooks; h->symbol; h++)
+        if (strcmp(h->symbol, name) == 0) {
+            if (p == h->fn) return p;
+            *h->slot = p;
+            return h->fn;
+        }
+    return p;
+}

@@ -1,0 +1,224 @@
+"""`rr capture`: run a command under the interposer and put what it wrote together as a capture.
+
+DIR (written whole, like every directory output of rr: it appears only when complete):
+
+    capture.json                 the launches in order, the modules, the processes, the command
+    modules/<fnv1a64>.<ext>      every module the program loaded, once (ptx, cubin or fatbin)
+    launches/NNNNNN/             one launch directory per captured launch (`rr run` accepts it):
+        launch.json, <module>, <buffer>.npy   the buffers as they were before the launch
+        params.bin                            the raw parameter bytes
+        after/                                the same launch with the buffers after it (`rr compare`)
+
+A launch that cannot be replayed faithfully keeps its copies and has `launch.error.json`
+(`unsupported`, the reason) instead of launch.json. The program's exit status is the command's;
+a program that dies mid-capture leaves every launch completed before it (the interposer renames a
+launch's directory into place only when it is whole).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rr.capture.build import CaptureError, build_interposer
+from rr.capture.convert import describe
+
+CAPTURE_FILE = "capture.json"
+
+
+@dataclass
+class CaptureResult:
+    exit_status: int  # the program's; 128 + N when signal N ended it
+    output: Path | None  # DIR, or None when nothing was captured (nothing is written then)
+    launches: list = field(default_factory=list)  # capture.json's launch entries
+    notes: list = field(default_factory=list)  # what rr tells the user (stderr)
+    error: str | None = None  # capturing failed (a write: a full disk): the launches before it are kept
+
+
+def parse_range(text: str) -> list[tuple[int, int | None]]:
+    """`--launches`: comma-separated `N`, `A:B` (A to B-1), `A:` or `:B`, 0-based, in the order of
+    the launches that match --kernels. CaptureError when it is not one."""
+    ranges = []
+    for part in text.split(","):
+        part = part.strip()
+        a, colon, b = part.partition(":")
+        try:
+            start = int(a) if a else 0
+            end = (int(b) if b else None) if colon else start + 1
+        except ValueError:
+            start, end = -1, None
+        if start < 0 or (end is not None and end <= start) or not part:
+            raise CaptureError(f"--launches {text!r}: {part!r} is not N, A:B (A < B), A: or :B (0 is the first "
+                               "matching launch)")
+        ranges.append((start, end))
+    return ranges
+
+
+def check_pattern(pattern: str) -> None:
+    """--kernels must compile as the interposer compiles it: POSIX extended (libc's regcomp)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    regex = ctypes.create_string_buffer(1024)  # larger than any libc's regex_t
+    try:
+        failed = libc.regcomp(regex, pattern.encode(), 1 | 8)  # REG_EXTENDED | REG_NOSUB
+    except UnicodeEncodeError:
+        failed = 1
+    if failed:
+        raise CaptureError(f"--kernels {pattern!r}: not a POSIX extended regular expression (as grep -E takes)")
+    libc.regfree(regex)
+
+
+class _Nothing(Exception):
+    """Nothing was captured: the output directory is not written."""
+
+
+def run_capture(command: list[str], output: str | Path, kernels: str | None = None, launches: str | None = None,
+                cache: str | Path | None = None) -> CaptureResult:
+    """Run `command` under the interposer and write the capture to `output`."""
+    from rr.io import atomic_dir
+
+    if not command:
+        raise CaptureError("rr capture: no command given (rr capture -o DIR -- COMMAND [ARGS…])")
+    if kernels is not None:
+        check_pattern(kernels)
+    ranges = parse_range(launches) if launches is not None else []
+    library = build_interposer(cache)
+    result = CaptureResult(0, None)
+    try:
+        with atomic_dir(output) as tmp:
+            raw = tmp / "raw"
+            env = dict(os.environ, RR_CAPTURE_DIR=str(raw),
+                       LD_PRELOAD=":".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p))
+            env.pop("RR_CAPTURE_KERNELS", None)
+            env.pop("RR_CAPTURE_LAUNCHES", None)
+            if kernels is not None:
+                env["RR_CAPTURE_KERNELS"] = kernels
+            if ranges:
+                env["RR_CAPTURE_LAUNCHES"] = ",".join(f"{a}-{'' if b is None else b}" for a, b in ranges)
+            t0 = time.time()
+            try:
+                status = subprocess.run(command, env=env).returncode
+            except OSError as e:
+                raise CaptureError(f"{command[0]}: cannot run it ({e.strerror})") from None
+            result.exit_status = 128 - status if status < 0 else status
+            if status < 0:
+                result.notes.append(f"{command[0]} was killed by {signal.Signals(-status).name}")
+            _assemble(raw, tmp, command, kernels, launches, result, time.time() - t0)
+            if not result.launches:
+                raise _Nothing()
+    except _Nothing:
+        return result
+    result.output = Path(output)
+    return result
+
+
+def _processes(raw: Path) -> list[Path]:
+    """The capturing processes' directories, in the order they first launched."""
+    found = [d for d in raw.iterdir() if d.is_dir() and d.name.isdigit()] if raw.is_dir() else []
+
+    def first(d: Path) -> float:
+        stamps = [p.stat().st_mtime for p in d.iterdir() if p.name.isdigit()]
+        return min(stamps, default=(d / "names.txt").stat().st_mtime if (d / "names.txt").exists() else 0.0)
+    return sorted(found, key=lambda d: (first(d), int(d.name)))
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines() if path.is_file() else []
+
+
+def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureResult, seconds: float) -> None:
+    """Move what the interposer wrote into launch directories and write capture.json; the notes
+    say what was not captured and why."""
+    processes = _processes(raw)
+    modules = tmp / "modules"
+    if (raw / "modules").is_dir():
+        os.rename(raw / "modules", modules)
+    seen, index, entries = {}, 0, []
+    process_rows = []
+    for proc in processes:
+        counts = {}
+        for line in _lines(proc / "counts.txt"):
+            n, _, name = line.partition(" ")
+            counts[name] = int(n)
+        names = _lines(proc / "names.txt")
+        stopped = (_lines(proc / "stopped.txt") or [None])[0]
+        if stopped:
+            result.error = f"{stopped}; the {sum(1 for d in proc.iterdir() if d.name.isdigit())} launches completed " \
+                           "before it are kept"
+        for name in names:
+            seen[name] = seen.get(name, 0) + counts.get(name, 0)
+        process_rows.append({"pid": int(proc.name), "entries": {n: counts.get(n) for n in names}, "stopped": stopped})
+        for launch_dir in sorted((d for d in proc.iterdir() if d.name.isdigit()), key=lambda d: int(d.name)):
+            entries.append(_launch(launch_dir, tmp / "launches" / f"{index:06d}", modules, index, int(proc.name)))
+            index += 1
+    result.launches = entries
+    if not processes:
+        result.notes.append(f"{command[0]} made no CUDA driver call that rr hooks (not a CUDA program?): nothing "
+                            "captured")
+        return
+    if not entries:
+        launched = ", ".join(f"{n} ({c})" if c else n for n, c in seen.items())
+        if not seen:
+            result.notes.append(f"{command[0]} launched no kernel: nothing captured")
+        elif kernels is not None and launches is None:
+            result.notes.append(f"no launch matched --kernels {kernels!r}: nothing captured; the program launched "
+                                f"{launched}")
+        else:
+            result.notes.append(f"no launch matched --kernels {kernels!r} --launches {launches!r}: nothing captured; "
+                                f"the program launched {launched}")
+        return
+    for e in entries:
+        for w in e["warnings"]:
+            result.notes.append(f"launch {e['index']} ({e['entry']}): {w}")
+        if e["status"] != "ok":
+            result.notes.append(f"launch {e['index']} ({e['entry']}): not replayable: {e['message']}")
+    from rr.io import json_text
+
+    (tmp / CAPTURE_FILE).write_text(json_text({
+        "command": list(command), "exit_status": result.exit_status, "kernels": kernels, "launches_selected": launches,
+        "seconds": round(seconds, 3), "stopped": result.error,
+        "modules": sorted(p.name for p in modules.iterdir()) if modules.is_dir() else [],
+        "processes": process_rows, "launches": entries,
+    }))
+    shutil.rmtree(raw, ignore_errors=True)
+
+
+def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
+    """One raw launch directory as a launch directory (and its after/ run); its capture.json entry."""
+    from rr.run.launch import ERROR_FILE, link_or_copy
+
+    record = json.loads((src / "record.json").read_text())
+    params = (src / "params.bin").read_bytes()
+    d = describe(record, params)
+    dest.mkdir(parents=True)
+    os.rename(src / "params.bin", dest / "params.bin")
+    if d.launch is None:
+        for side in ("before", "after"):
+            (dest / side).mkdir()
+            for raw_file, name in d.files.items():
+                os.rename(src / side / raw_file, dest / side / name)
+        (dest / ERROR_FILE).write_text(json.dumps({"status": d.status, "message": d.message}, indent=2) + "\n")
+    else:
+        text = json.dumps(d.launch.to_json(), indent=2) + "\n"
+        (dest / "after").mkdir()
+        for directory, side in ((dest, "before"), (dest / "after", "after")):
+            for raw_file, name in d.files.items():
+                os.rename(src / side / raw_file, directory / name)
+            link_or_copy(modules / d.launch.module, directory / d.launch.module)
+            (directory / "launch.json").write_text(text)
+    return {
+        "index": index, "dir": f"launches/{dest.name}", "status": d.status, "message": d.message,
+        "warnings": list(d.warnings), "entry": record["entry"], "module": record["module"], "api": record["api"],
+        "process": pid, "process_launch": record["seq"], "match": record["match"],
+        "grid": record["grid"], "block": record["block"], "shared_bytes": record["shared_bytes"],
+        "stream": record["stream"], "params_source": record["params_source"], "params_size": record["params_size"],
+        "params": record["params"], "layout": d.launch.layout if d.launch else None, "buffers": list(d.buffers),
+        "bytes_copied": record["bytes_copied"], "times_ns": record["times_ns"],
+    }
