@@ -58,11 +58,16 @@ def assemble(text: str, entry: str, first: int, last: int, replacement: list[str
     if not 1 <= first <= last <= len(before):
         raise SpliceError(f"{entry}: cut s{first}–s{last} is outside its {len(before)} statements")
     scopes = {s.scope for s in before[first - 1:last]}
-    if len(scopes) != 1:
+    # a cut that begins with a block's first statement takes the block's `{` with it, so a cut
+    # from there (or from a body-level statement) to a body-level statement holds whole blocks
+    opens = before[first - 1].scope and (first == 1 or before[first - 2].scope != before[first - 1].scope)
+    if len(scopes) != 1 and (before[first - 1].scope and not opens or before[last - 1].scope):
         raise SpliceError(f"{entry}: cut s{first}–s{last} would split a {{ … }} scope block "
                           f"(its statements lie in scopes {sorted(scopes)})")
     spans = _offsets(text, function)
     start, end = spans[first - 1][0], spans[last - 1][1]
+    if len(scopes) != 1 and opens:
+        start = text.rindex("{", 0, start)
     eol = "\r\n" if text[:text.find("\n") + 1].endswith("\r\n") else "\n"  # the file's line end
 
     def ends(piece: str) -> str:  # what a template wrote, with the file's line ends

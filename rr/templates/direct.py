@@ -50,7 +50,7 @@ from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Dataflow, _Tracer, phase_operands
 from rr.ptx import linearise, parse
 from rr.ptx.linearise import operands as statement_operands
-from rr.ptx.model import Imm, Reg, Vec
+from rr.ptx.model import Block, Imm, Instruction, Reg, Vec, emit_items
 from rr.ptx.reaching import UNDEFINED
 from rr.templates import TemplateError
 
@@ -213,21 +213,24 @@ def _users(flow: Dataflow) -> dict[str, list[int]]:
     return out
 
 
-def removable(flow: Dataflow, staging: set, operand_reads: set, users: dict) -> set:
+def removable(flow: Dataflow, staging: set, operand_reads: set, users: dict) -> tuple[set, dict]:
     """The staging statements whose every value is read only by other removed statements or by the
-    phase's mma (`operand_reads`: (mma statement, register) pairs): the largest such set."""
-    removed = set(staging)
+    phase's mma (`operand_reads`: (mma statement, register) pairs) — the largest such set — and,
+    for each one that must stay, (its register, the statement that reads it elsewhere)."""
+    removed, kept = set(staging), {}
     changed = True
     while changed:
         changed = False
         for d in sorted(removed):
             for reg in flow.statements[d - 1].defs:
                 readers = [u for u in users.get(reg, ()) if d in flow.reaching(reg, u)]
-                if any(u not in removed and (u, reg) not in operand_reads for u in readers):
+                outside = [u for u in readers if u not in removed and (u, reg) not in operand_reads]
+                if outside:
                     removed.discard(d)
+                    kept[d] = (reg, outside[0])
                     changed = True
                     break
-    return removed
+    return removed, kept
 
 
 # -- the construction ----------------------------------------------------------------------------
@@ -251,32 +254,22 @@ class _Builder:
         self.n16 += 1
         return f"%rrdh{self.n16 - 1}"
 
-    def _once(self, key, emit):
+    def _once(self, key, wide: bool, instruction) -> str:
+        """The register `instruction(dest)` writes, emitted the first time `key` is asked for."""
         if key not in self._memo:
-            self._memo[key] = emit()
+            self._memo[key] = r = self._fresh(wide)
+            self.lines.append(instruction(r))
         return self._memo[key]
 
     def converted(self, conv: str, reg: str) -> str:
         """The b16 register holding `conv` of both halves of accumulator `reg` (byte h = half h)."""
-        def emit():
-            r = self._fresh(False)
-            self.lines.append(f"{conv} \t{r}, {reg};")
-            return r
-        return self._once(("cvt", conv, reg), emit)
+        return self._once(("cvt", conv, reg), False, lambda d: f"{conv} \t{d}, {reg};")
 
     def joined(self, lo: str, hi: str) -> str:
-        def emit():
-            r = self._fresh(True)
-            self.lines.append(f"mov.b32 \t{r}, {{{lo}, {hi}}};")
-            return r
-        return self._once(("join", lo, hi), emit)
+        return self._once(("join", lo, hi), True, lambda d: f"mov.b32 \t{d}, {{{lo}, {hi}}};")
 
     def transposed(self, x: str) -> str:
-        def emit():
-            r = self._fresh(True)
-            self.lines.append(f"{MOVMATRIX} \t{r}, {x};")
-            return r
-        return self._once(("movmatrix", x), emit)
+        return self._once(("movmatrix", x), True, lambda d: f"{MOVMATRIX} \t{d}, {x};")
 
     def gather(self, sources: list[tuple[str, int, bool]], dest: str | None = None) -> str:
         """A b32 register whose byte i is byte sources[i][1] of register sources[i][0] (wide:
@@ -285,12 +278,13 @@ class _Builder:
         if dest is None and key in self._memo:
             return self._memo[key]
         words = list(dict.fromkeys((w, wide) for w, _, wide in sources))
-        out = dest or self._fresh(True)
         narrow = [w for w, wide in words if not wide]
         if not any(wide for _, wide in words) and len(narrow) <= 2 and \
                 [(w, i) for w, i, _ in sources] == [(narrow[0], 0), (narrow[0], 1), (narrow[-1], 0), (narrow[-1], 1)]:
+            out = dest or self._fresh(True)
             self.lines.append(f"mov.b32 \t{out}, {{{narrow[0]}, {narrow[-1]}}};")
         elif len(words) == 1 and words[0][1] and [i for _, i, _ in sources] == [0, 1, 2, 3]:
+            out = dest or self._fresh(True)
             self.lines.append(f"mov.b32 \t{out}, {words[0][0]};")
         else:
             # narrow words joined two by two, then prmt over at most two wide words at a time
@@ -303,6 +297,7 @@ class _Builder:
                     wide_of[pair[1]] = (w, 2)
             picks = [(w, i) if wide else (wide_of[w][0], wide_of[w][1] + i) for w, i, wide in sources]
             order = list(dict.fromkeys(w for w, _ in picks))
+            out = dest or self._fresh(True)
             acc, have = order[0], {(order[0], i): i for i in range(4)}
             rest = order[1:] or [order[0]]
             for n, other in enumerate(rest):
@@ -436,6 +431,31 @@ class Direct:
     record: dict
 
 
+def body_items(function) -> list[tuple[int, int, object]]:
+    """(first statement, last statement, item) of every body-level instruction and { … } block
+    that holds statements, in order (a block's statements flattened as `linearise` counts them)."""
+    out, n = [], 0
+    for item in function.body or ():
+        if type(item) is Instruction:
+            n += 1
+            out.append((n, n, item))
+        elif type(item) is Block:
+            count, stack = 0, [iter(item.items)]
+            while stack:
+                for x in stack[-1]:
+                    if type(x) is Instruction:
+                        count += 1
+                    elif type(x) is Block:
+                        stack.append(iter(x.items))
+                        break
+                else:
+                    stack.pop()
+            if count:
+                out.append((n + 1, n + count, item))
+                n += count
+    return out
+
+
 def _ranges(stmts) -> list[str]:
     """Statement numbers as runs: ['s2370–s2489', 's2500']."""
     runs: list[list[int]] = []
@@ -498,15 +518,23 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         targets[reg] = value
     staging = set().union(*(s.slice for s in stagings.values()))
     users = _users(flow)
-    removed = removable(flow, staging, operand_reads, users)
+    removed, kept_staging = removable(flow, staging, operand_reads, users)
     if not removed:
-        raise TemplateError("every staging statement's value is also read outside the operand: nothing to remove")
+        d, (reg, u) = min(kept_staging.items())
+        raise TemplateError(f"every staging statement's value is also read outside the operand (s{d}'s {reg} by "
+                            f"s{u}, {statements[u - 1].opcode}): nothing to remove")
     # operands whose last staging statement stays (its value is read elsewhere) keep theirs
     for reg in list(targets):
         d = flow.definition(reg, next(st for st, r in sorted(operand_reads) if r == reg))
         if d not in removed:
             del targets[reg]
-    first, last = min(removed), p.last_stmt
+    # the cut holds whole body-level items (NVVM wraps inline asm, cuda_fp8.h's packs among it, in
+    # { } blocks): from the one that holds the first removed statement
+    items = body_items(flow.function)
+    first = next(a for a, b, _ in items if a <= min(removed) <= b)
+    last = p.last_stmt
+    if statements[last - 1].scope:
+        raise TemplateError(f"the phase ends inside a {{ }} block (s{last}): no cut can end there")
     inside = [q.phase for q in phases if q.phase != phase and first <= q.last_stmt and q.first_stmt <= last]
     if inside:
         raise TemplateError(f"the staging begins at s{first}, before phase {inside[-1]}: the cut would hold "
@@ -515,7 +543,7 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
     if cfg.block_of(first) != cfg.block_of(last):
         raise TemplateError(f"s{first}–s{last} is not one basic block (a branch or label between the staging "
                             "and the phase): the construction cannot be placed by position")
-    at = first if place == "staging" else p.first_stmt
+    at = min(removed) if place == "staging" else p.first_stmt
     leaves = {r: (d, s.source_phase) for s in stagings.values() for r, d in s.leaves.items()}
     for reg, (d, src) in leaves.items():
         if any(reg in statements[x - 1].defs for x in removed):
@@ -534,11 +562,21 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
             raise TemplateError(f"s{s.stmt} ({s.opcode}) kept in the cut touches {', '.join(sorted(clash))}, "
                                 "which the construction writes")
     replacement = []
-    for s in statements[first - 1:last]:
-        if s.stmt == at:
+    for a, b, item in items:
+        if b < first or a > last:
+            continue
+        if a <= at <= b:
             replacement += builder.lines
-        if s.stmt not in removed:
-            replacement.append(s.text)
+        gone = [x for x in range(a, b + 1) if x in removed]
+        if type(item) is Instruction:
+            replacement += [] if gone else [statements[a - 1].text]
+        elif not gone:  # a block kept whole, as it was written
+            text: list = []
+            emit_items([item], text)
+            replacement.append("".join(text).strip())
+        elif len(gone) != b - a + 1:
+            raise TemplateError(f"the {{ }} block s{a}–s{b} holds staging (s{gone[0]}) and other statements: it "
+                                "cannot be cut in part")
     declarations = ([f".reg .b32 \t%rrd<{builder.n32}>;"] if builder.n32 else []) + \
         ([f".reg .b16 \t%rrdh<{builder.n16}>;"] if builder.n16 else [])
     added = Counter(line.split()[0] for line in builder.lines)
@@ -550,6 +588,7 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
                       "registers": sorted(r for r, q in regs.items() if q == role),
                       "built": sorted(r for r in targets if regs[r] == role)} for role, src in roles.items()],
         "refused_roles": reasons,
+        "staging": {"statements": len(staging), "kept": _ranges(kept_staging)},
         "removed": {"statements": len(removed), "ranges": _ranges(removed), "ops": dict(sorted(removed_ops.items()))},
         "kept_in_cut": {"statements": len(kept), "mma": len(mmas)},
         "added": {"instructions": len(builder.lines), "ops": dict(sorted(added.items()))},

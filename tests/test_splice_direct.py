@@ -1,0 +1,238 @@
+"""The direct template: a phase whose operand is pack(D of phase p) or transpose(D of phase p) gets
+that operand built straight from phase p's accumulators — the staging it removes found from the
+description and the dataflow, the mma statements unchanged, ptxas clean, and the kernel's outputs
+byte-identical to the unspliced kernel's on the cpu backend (enc2's P·V phase, nvcc-built kernels
+with transposed and packed accumulators); phases without such an operand, or whose staging is read
+elsewhere too, are refused with the reason and no output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conftest import PTXAS, run_ptxas
+from rr.ptx import linearise, parse_file
+from rr.run.launch import Buffer, Field, Launch, write_launch
+from rr.synth.inputs import write_enc2
+from rr.synth.layout import ENTRY
+from rr.templates import TemplateError
+from rr.templates.direct import MOVMATRIX, accumulator, build, evaluate, _Builder
+
+MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
+
+
+def _rr(*args):
+    return subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def _splice(ptx: Path, entry: str, phase: int, out: Path) -> dict:
+    r = _rr("splice", ptx, "--entry", entry, "--recipe", "direct", "--phase", phase, "-o", out)
+    assert r.returncode == 0, r.stderr
+    return json.loads(Path(f"{out}.splice.json").read_text())
+
+
+def _movmatrix_count(statements) -> int:
+    return sum(1 for s in statements if sorted(s.opcode.split(".")) == MOVMATRIX_PARTS)
+
+
+def _run_cpu(launch: Path, module: Path, out: Path) -> Path:
+    relaunched = out.with_suffix(".launch")
+    assert _rr("relaunch", launch, "--module", module, "-o", relaunched).returncode == 0
+    r = _rr("run", relaunched, "--backend", "cpu", "-o", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _identical(a: Path, b: Path) -> bool:
+    rows = json.loads(_rr("compare", a, b, "--json").stdout)
+    assert rows
+    return all(row["identical"] for row in rows)
+
+
+def _ptxas_clean(ptx: Path) -> None:
+    if PTXAS:
+        c = run_ptxas(ptx, "sm_90", "-v")
+        assert c.returncode == 0, c.stderr
+        assert "warning" not in c.stderr.lower(), c.stderr
+
+
+# -- enc2's phase 8 -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def enc2(tmp_path_factory) -> Path:
+    """The synthetic enc2 at 10×6 tokens (two windows, the second partial) and its unspliced run."""
+    d = write_enc2(tmp_path_factory.mktemp("enc2") / "e", (10, 6))
+    _run_cpu(d / "launch", d / "enc2.ptx", d / "ref.out")
+    return d
+
+
+def test_enc2_phase8_b_is_built_from_phase6s_accumulators_with_half_the_movmatrix(enc2, tmp_path):
+    out = tmp_path / "d8.ptx"
+    record = _splice(enc2 / "enc2.ptx", ENTRY, 8, out)
+    d = record["direct"]
+    assert [(o["role"], o["source"]) for o in d["operands"]] == [("B", "transpose(D of phase 6)")]
+    before = linearise(parse_file(enc2 / "enc2.ptx").function(ENTRY))
+    after = linearise(parse_file(out).function(ENTRY))
+    first, n = record["cut"]["first_stmt"], record["inserted_statements"]
+    inserted = after[first - 1:first - 1 + n]
+    phase8 = [s for s in before[record["cut"]["first_stmt"] - 1:record["cut"]["last_stmt"]]
+              if s.opcode.startswith("mma.")]
+    # the mma are the original statements, in order, reading the registers they read
+    assert [s.text for s in inserted if s.opcode.startswith("mma.")] == [s.text for s in phase8]
+    b_registers = {s.uses[4 + i] for s in phase8 for i in (0, 1)}
+    assert set(d["operands"][0]["built"]) == b_registers
+    # the V transpose went: every movmatrix of the entry was staging, one per B register is left
+    assert d["removed"]["ops"][next(k for k in d["removed"]["ops"] if k.startswith("movmatrix"))] \
+        == _movmatrix_count(before)
+    assert _movmatrix_count(after) == _movmatrix_count(inserted) == len(b_registers) == _movmatrix_count(before) // 2
+    assert d["mapping"]["movmatrix_bytes"] == 4 * len(b_registers) and d["mapping"]["in_lane_bytes"] == 0
+    # the cut is the removed staging plus what is kept verbatim; the inserted code the kept plus the added
+    assert record["cut"]["statements"] == d["removed"]["statements"] + d["kept_in_cut"]["statements"]
+    assert n == d["kept_in_cut"]["statements"] + d["added"]["instructions"]
+    kept = Counter(s.text for s in before[first - 1:record["cut"]["last_stmt"]]) & Counter(s.text for s in inserted)
+    assert sum(kept.values()) == d["kept_in_cut"]["statements"]
+    _ptxas_clean(out)
+
+
+def test_enc2_phase8_direct_splice_gives_a_byte_identical_frame_on_the_cpu(enc2, tmp_path):
+    out = tmp_path / "d8.ptx"
+    _splice(enc2 / "enc2.ptx", ENTRY, 8, out)
+    assert _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", out, tmp_path / "d8.out"))
+    # and the comparison sees a wrong byte order: the first B register's final prmt made the identity
+    text = out.read_text()
+    at = text.index("prmt.b32", text.index(MOVMATRIX))
+    broken = tmp_path / "broken.ptx"
+    broken.write_text(text[:at] + text[at:].replace("0x3120;", "0x3210;", 1))
+    assert not _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", broken, tmp_path / "broken.out"))
+
+
+def test_enc2_phase7_packs_convert_each_accumulator_once(enc2, tmp_path):
+    record = _splice(enc2 / "enc2.ptx", ENTRY, 7, tmp_path / "d7.ptx")
+    d = record["direct"]
+    assert {o["role"]: o["source"] for o in d["operands"]} == {"A": "pack(D of phase 5)", "B": "pack(D of phase 5)"}
+    cvt = "cvt.rn.satfinite.e4m3x2.f16x2"
+    assert d["added"]["ops"][cvt] == d["accumulators"]["registers"] < d["removed"]["ops"][cvt]
+    assert "movmatrix" not in " ".join(d["added"]["ops"]) and d["mapping"]["movmatrix_bytes"] == 0
+    assert _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", tmp_path / "d7.ptx", tmp_path / "d7.out"))
+
+
+@pytest.mark.parametrize("phase", [1, 9])
+def test_phases_without_an_accumulator_operand_are_refused_with_the_sources(enc2, tmp_path, phase):
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", "direct", "--phase", phase, "-o", tmp_path / "x.ptx")
+    assert r.returncode == 2 and r.stderr.startswith("rr: error: ")
+    assert f"phase {phase}: A is " in r.stderr and "neither operand is a pack or transpose" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+    # for the workflow: the refusal is the record
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", "direct", "--phase", phase, "-o",
+            tmp_path / "x.ptx", "--record")
+    assert r.returncode == 0
+    record = json.loads((tmp_path / "x.ptx.splice.json").read_text())
+    assert record["status"] == "error" and "neither operand is a pack or transpose" in record["message"]
+
+
+# -- nvcc-built kernels ---------------------------------------------------------------------------
+
+
+def _e4m3_words(rng, words: int) -> np.ndarray:
+    values = rng.normal(0, 1, (words, 32, 4)).astype(ml_dtypes.float8_e4m3fn)
+    return values.view(np.uint8).view(np.uint32).reshape(-1)
+
+
+def _kernel_launch(directory: Path, module: Path, entry: str, inputs: dict, out_words: int) -> Path:
+    buffers = {**{k: (v, "in") for k, v in inputs.items()}, "out": (np.zeros(out_words * 32, np.uint32), "out")}
+    launch = Launch(entry=entry, module="kernel.ptx", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
+                    fields=tuple(Field("buffer", buffer=n) for n in buffers),
+                    buffers={n: Buffer(n, f"{n}.npy", role) for n, (_, role) in buffers.items()})
+    write_launch(directory, launch, {n: a for n, (a, _) in buffers.items()}, module)
+    return directory
+
+
+KERNELS = {  # entry -> (input buffers and their words per lane, the phase-2 operand sources)
+    "transpose_d": ({"a": 8, "b": 4, "a2": 4}, {"B": "transpose(D of phase 1)"}),
+    "transpose_twice_d": ({"a": 8, "b": 4, "a2": 4}, {"B": "transpose(D of phase 1)"}),
+    "pack_d": ({"a": 8, "b": 4}, {"A": "pack(D of phase 1)", "B": "pack(D of phase 1)"}),
+}
+
+
+@pytest.mark.parametrize("flags", [(), ("-DPACK_ASM",)], ids=["cuda_fp8.h", "asm"])
+@pytest.mark.parametrize("entry", list(KERNELS))
+def test_nvcc_kernels_with_accumulator_operands_stay_byte_identical(nvcc_ptx, tmp_path, entry, flags):
+    ptx = nvcc_ptx("transpose_d", *flags)
+    words, sources = KERNELS[entry]
+    rng = np.random.default_rng(22)
+    launch = _kernel_launch(tmp_path / "l", ptx, entry, {k: _e4m3_words(rng, n) for k, n in words.items()}, 4)
+    ref = _run_cpu(launch, ptx, tmp_path / "ref.out")
+    assert np.count_nonzero(np.load(ref / "out.npy"))  # the kernel computed something
+    out = tmp_path / "d.ptx"
+    record = _splice(ptx, entry, 2, out)
+    d = record["direct"]
+    assert {o["role"]: o["source"] for o in d["operands"]} == sources
+    before = linearise(parse_file(ptx).function(entry))
+    after = linearise(parse_file(out).function(entry))
+    # movmatrix only where the layouts need it: a transpose of a transpose is the lanes' own data
+    assert _movmatrix_count(after) == d["mapping"]["movmatrix_bytes"] // 4
+    if entry == "transpose_twice_d":
+        assert _movmatrix_count(after) == 0 < _movmatrix_count(before)
+    _ptxas_clean(out)
+    assert _identical(ref, _run_cpu(launch, out, tmp_path / "d.out"))
+
+
+def test_an_operand_whose_packs_are_also_stored_is_refused(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("transpose_d")
+    r = _rr("splice", ptx, "--entry", "pack_d_stored", "--recipe", "direct", "--phase", 2, "-o", tmp_path / "x.ptx")
+    assert r.returncode == 2 and "also read outside the operand" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_recipe_that_widens_the_cut_is_refused(nvcc_ptx, tmp_path):
+    recipe = tmp_path / "wide.yaml"
+    recipe.write_text("name: wide\ndescription: x\ncut: {phase: 2, with_epilogue_before: 4}\ntemplate: {name: direct}\n")
+    r = _rr("splice", nvcc_ptx("transpose_d"), "--entry", "transpose_d", "--recipe", recipe, "-o", tmp_path / "x.ptx")
+    assert r.returncode == 2 and "finds the statements it cuts from the description" in r.stderr
+
+
+# -- the construction -----------------------------------------------------------------------------
+
+
+def _ops(text: str):
+    from rr.ptx import parse
+    from rr.ptx.linearise import operands
+
+    body = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n" + text + "\n\tret;\n}\n"
+    s = linearise(parse(body).function("k"))[0]
+    return s.opcode, operands(s)
+
+
+def test_a_lane_mapping_no_movmatrix_gives_is_refused_as_not_bit_safe():
+    # transpose, swap the halves, transpose again: bytes of lanes neither the own nor a transpose's
+    values = {"%d": accumulator("%d")}
+    for line in ("movmatrix.sync.aligned.m8n8.trans.b16 %x, %d;", "prmt.b32 %y, %x, %x, 0x1032;",
+                 "movmatrix.sync.aligned.m8n8.trans.b16 %z, %y;", "cvt.rn.satfinite.e4m3x2.f16x2 %p, %z;",
+                 "mov.b32 %b, {%p, %p};"):
+        values.update(evaluate(*_ops(line), values.__getitem__, line))
+    with pytest.raises(TemplateError, match="neither in-lane nor one movmatrix transpose.*not bit-safe"):
+        build({"%b": values["%b"]}, _Builder(set()))
+
+
+def test_the_construction_is_checked_against_the_original_bytes():
+    from rr.templates.direct import check
+
+    values = {"%d0": accumulator("%d0"), "%d1": accumulator("%d1")}
+    for line in ("movmatrix.sync.aligned.m8n8.trans.b16 %x, %d0;", "movmatrix.sync.aligned.m8n8.trans.b16 %y, %d1;",
+                 "cvt.rn.satfinite.e4m3x2.f16x2 %p, %x;", "cvt.rn.satfinite.e4m3x2.f16x2 %q, %y;",
+                 "mov.b32 %b, {%p, %q};"):
+        values.update(evaluate(*_ops(line), values.__getitem__, line))
+    builder = _Builder(set())
+    build({"%b": values["%b"]}, builder)
+    check(builder.lines, {"%b": values["%b"]}, {"%d0", "%d1"})  # the emitted code is the staging's bytes
+    wrong = [line.replace("%d1", "%d0") for line in builder.lines]
+    with pytest.raises(TemplateError, match="differs from the original staging"):
+        check(wrong, {"%b": values["%b"]}, {"%d0", "%d1"})
