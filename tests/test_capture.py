@@ -1,0 +1,235 @@
+"""rr capture: the launches of a running program, through the interposer on the driver API.
+
+Without a GPU the interposer is driven by a fake driver (tests/capture/fake_cuda.c, built here as
+libcuda.so.1) whose launches run host functions computing what tests/capture/kernels.cu computes,
+and by fake programs linked against it (fake_app.c: a driver-API program; fake_runtime.c: one that
+reaches the driver as cudart does). A captured launch replayed on rr's cpu backend must give back
+the captured after-state byte for byte — the capture's own check. On the H200 (marked gpu) the
+engine-style program tests/cuda/capture_app.cu is captured for real, replayed with `rr run
+--backend cuda` and compared the same way, and the workflow runs on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rr.run.launch import param_images, read_launch
+from test_hostile_cli import small_fs  # noqa: F401 (a fixture: a tmpfs of a given size)
+
+HERE = Path(__file__).parent / "capture"
+CC = shutil.which("cc")
+needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc) on PATH: rr capture builds its interposer with it")
+pytestmark = needs_cc
+
+
+def rr(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rr", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=300)
+
+
+@pytest.fixture(scope="session")
+def fake(tmp_path_factory, nvcc_ptx):
+    """The fake driver and programs, built; the kernels' PTX; the environment rr capture runs in
+    (the interposer's cache in a fresh directory, so its first-use build is part of the test)."""
+    d = tmp_path_factory.mktemp("fake")
+    cc = [CC, "-O2", "-Wall", "-Werror", f"-I{HERE}"]
+    subprocess.run([*cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", d / "libcuda.so.1", HERE / "fake_cuda.c"],
+                   check=True)
+    (d / "libcuda.so").symlink_to("libcuda.so.1")
+    subprocess.run([*cc, "-o", d / "fake_app", HERE / "fake_app.c", f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    subprocess.run([*cc, "-o", d / "fake_runtime", HERE / "fake_runtime.c", "-ldl"], check=True)
+    env = dict(os.environ, XDG_CACHE_HOME=str(d / "cache"), LD_LIBRARY_PATH=str(d))
+    return {"dir": d, "ptx": nvcc_ptx("../capture/kernels"), "env": env}
+
+
+def capture(fake, out: Path, *program: str, options=()) -> subprocess.CompletedProcess:
+    exe = [str(fake["dir"] / program[0]), *program[1:]] if program[0].startswith("fake_") else list(program)
+    return rr("capture", "-o", str(out), *options, "--", *exe, env=fake["env"])
+
+
+@pytest.fixture(scope="session")
+def engine(fake, tmp_path_factory):
+    """The fake engine's three launches, captured."""
+    out = tmp_path_factory.mktemp("engine") / "cap"
+    done = capture(fake, out, "fake_app", "engine", str(fake["ptx"]))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def index(cap: Path) -> dict:
+    return json.loads((cap / "capture.json").read_text())
+
+
+def launch_dir(cap: Path, i: int) -> Path:
+    return cap / index(cap)["launches"][i]["dir"]
+
+
+def replay_matches_after(launch: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """rr run of the captured launch on the cpu backend, then rr compare against its after/."""
+    run = rr("run", str(launch), "--backend", "cpu", "-o", str(tmp / f"replay-{launch.name}"))
+    assert run.returncode == 0, run.stderr
+    return rr("compare", str(launch / "after"), str(tmp / f"replay-{launch.name}"), "--json")
+
+
+def test_every_launch_of_a_driver_api_program_is_a_launch_directory_in_order(engine, fake):
+    cap, done = engine
+    assert "fake_app: in[1] = 1037" in done.stdout  # the program ran as it does without rr
+    launches = index(cap)["launches"]
+    assert [(e["entry"], e["api"], e["layout"]) for e in launches] == [
+        ("rr_cap_struct", "cuLaunchKernel", "block"), ("rr_cap_list", "cuLaunchKernelEx", "list"),
+        ("rr_cap_list", "cuLaunchKernel", "list")]
+    assert [(e["grid"], e["block"]) for e in launches] == [([1, 1, 1], [64, 1, 1]), ([2, 1, 1], [32, 1, 1]),
+                                                           ([1, 1, 1], [64, 1, 1])]
+    for e in launches:
+        launch = read_launch(cap / e["dir"])  # what rr run accepts
+        assert read_launch(cap / e["dir"] / "after") == launch
+        assert (cap / e["dir"] / launch.module).read_text() == fake["ptx"].read_text()
+
+
+def test_modules_are_stored_once_named_by_the_fnv1a64_of_their_text(engine, fake):
+    from rr.corpus import fnv1a64_hex
+
+    cap, _ = engine
+    text = fake["ptx"].read_bytes()
+    assert index(cap)["modules"] == [f"{fnv1a64_hex(text)}.ptx"]
+    assert {e["module"] for e in index(cap)["launches"]} == {f"{fnv1a64_hex(text)}.ptx"}
+    assert (cap / "modules" / f"{fnv1a64_hex(text)}.ptx").read_bytes() == text
+
+
+def test_each_replay_of_a_captured_launch_gives_back_its_captured_after_state(engine, tmp_path):
+    cap, _ = engine
+    for i in range(3):
+        d = launch_dir(cap, i)
+        written = [b for b in read_launch(d).buffers.values() if b.role == "inout"]
+        assert written and all((d / b.file).read_bytes() != (d / "after" / b.file).read_bytes() for b in written)
+        compared = replay_matches_after(d, tmp_path)
+        assert compared.returncode == 0, compared.stdout
+        assert all(row["identical"] for row in json.loads(compared.stdout))
+
+
+def test_pointers_inside_the_136_byte_block_are_buffer_fields_at_their_offsets(engine):
+    cap, _ = engine
+    d = launch_dir(cap, 0)
+    launch = read_launch(d)
+    handles = {(f.offset, f.kind, f.buffer, f.at) for f in launch.fields if f.kind != "scalar"}
+    assert handles == {(8, "buffer", "p8", 0), (40, "buffer", "p40", 64), (88, "texture", "tex88", 0),
+                       (112, "surface", "surf112", 0)}
+    # the scalars are the captured bytes: with the captured handles put back, the block is params.bin
+    entry = index(cap)["launches"][0]
+    values = {b["name"]: b.get("base", 0) for b in entry["buffers"]}
+    raw = (d / "params.bin").read_bytes()
+    handles = {"p8": values["p8"], "p40": values["p40"], "tex88": int.from_bytes(raw[88:96], "little"),
+               "surf112": int.from_bytes(raw[112:120], "little")}
+    assert launch.params_size == 136 and param_images(launch, handles) == [raw]
+
+
+def test_memory_allocated_where_the_interposer_cannot_see_is_found_through_the_address_range(engine):
+    cap, _ = engine
+    found = {b["name"]: b["found_by"] for b in index(cap)["launches"][1]["buffers"]}
+    assert found == {"p0": "allocation", "p8": "address_range"}
+
+
+def test_textures_and_surfaces_are_their_rgba16f_arrays_before_and_after(engine):
+    cap, _ = engine
+    d = launch_dir(cap, 0)
+    tex, surf_before, surf_after = (np.load(p) for p in (d / "tex88.npy", d / "surf112.npy", d / "after/surf112.npy"))
+    assert tex.shape == surf_after.shape == (8, 8, 4) and tex.dtype == np.float16
+    assert (tex.view(np.uint16).ravel() == (0x3c00 + 3 * np.arange(256)).astype(np.uint16)).all()  # as uploaded
+    assert (surf_before.view(np.uint16).ravel() == (0x2000 + 3 * np.arange(256)).astype(np.uint16)).all()
+    assert (surf_after.view(np.uint16) == tex.view(np.uint16)[:, :, ::-1]).all()  # the kernel's reversal
+    buffers = read_launch(d).buffers
+    assert (buffers["tex88"].role, buffers["surf112"].role, buffers["tex88"].format) == ("in", "inout", "rgba16f")
+
+
+def test_a_buffer_shared_by_two_launches_is_captured_as_each_found_it(engine):
+    cap, _ = engine
+    first, second = launch_dir(cap, 0), launch_dir(cap, 1)
+    out_after = np.load(first / "after/p40.npy")
+    assert (np.load(second / "p0.npy") == out_after).all()  # launch 1 reads what launch 0 wrote
+    written = np.load(second / "after/p8.npy").view(np.uint32)
+    assert (written == out_after[64:].view(np.uint32) + 5).all()
+
+
+def test_a_program_that_reaches_the_driver_as_cudart_does_is_captured(fake, tmp_path):
+    out = tmp_path / "cap"
+    done = capture(fake, out, "fake_runtime", str(fake["ptx"]))
+    assert done.returncode == 0, done.stderr
+    launches = index(out)["launches"]
+    assert [(e["entry"], e["api"], e["params_source"]) for e in launches] == [
+        ("rr_cap_list", "cuLaunchKernel", "extra"), ("rr_cap_list", "cuLaunchKernelEx", "param_info")]
+    for i in range(2):
+        assert replay_matches_after(launch_dir(out, i), tmp_path).returncode == 0
+
+
+def test_kernels_selects_the_entries_a_regular_expression_matches(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "fake_app", "engine", str(fake["ptx"]), options=("--kernels", "_li?st$"))
+    assert done.returncode == 0, done.stderr
+    assert [(e["entry"], e["process_launch"], e["match"]) for e in index(tmp_path / "cap")["launches"]] == [
+        ("rr_cap_list", 1, 0), ("rr_cap_list", 2, 1)]
+
+
+def test_launches_counts_the_launches_that_match(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "fake_app", "engine", str(fake["ptx"]),
+                   options=("--kernels", "list", "--launches", "1:"))
+    assert done.returncode == 0, done.stderr
+    assert [(e["entry"], e["process_launch"]) for e in index(tmp_path / "cap")["launches"]] == [("rr_cap_list", 2)]
+    done = capture(fake, tmp_path / "cap2", "fake_app", "engine", str(fake["ptx"]), options=("--launches", "0,2"))
+    assert [e["process_launch"] for e in index(tmp_path / "cap2")["launches"]] == [0, 2]
+
+
+def test_a_bad_range_or_expression_is_refused_before_the_program_runs(fake, tmp_path):
+    for options, says in ((("--launches", "3:1"),), "--launches"), ((("--kernels", "a(b"),), "--kernels"):
+        done = capture(fake, tmp_path / "cap", "fake_app", "engine", str(fake["ptx"]), options=options[0])
+        assert done.returncode == 2 and done.stderr.startswith(f"rr: error: {says}") and "fake_app:" not in done.stdout
+        assert not (tmp_path / "cap").exists()
+
+
+def test_an_expression_that_matches_nothing_says_so_names_what_ran_and_writes_nothing(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "fake_app", "engine", str(fake["ptx"]), options=("--kernels", "enc2"))
+    assert done.returncode == 0  # the program's status
+    assert "no launch matched --kernels 'enc2'" in done.stderr
+    assert "rr_cap_struct (1)" in done.stderr and "rr_cap_list (2)" in done.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+def test_a_program_that_is_not_a_cuda_program_captures_nothing_and_keeps_its_status(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "sh", "-c", "echo plain; exit 5")
+    assert done.returncode == 5 and done.stdout == "plain\n"
+    assert "made no CUDA driver call" in done.stderr and not (tmp_path / "cap").exists()
+
+
+def test_a_program_that_exits_mid_capture_keeps_its_launches_and_its_status(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "fake_app", "exit", str(fake["ptx"]))
+    assert done.returncode == 3, done.stderr
+    assert [e["entry"] for e in index(tmp_path / "cap")["launches"]] == ["rr_cap_struct", "rr_cap_list"]
+
+
+def test_a_program_that_crashes_in_a_launch_keeps_the_launches_before_and_not_the_partial_one(fake, tmp_path):
+    done = capture(fake, tmp_path / "cap", "fake_app", "crash", str(fake["ptx"]))
+    assert done.returncode == 128 + 6 and "killed by SIGABRT" in done.stderr
+    cap = tmp_path / "cap"
+    assert [e["entry"] for e in index(cap)["launches"]] == ["rr_cap_struct"]
+    assert sorted(p.name for p in (cap / "launches").iterdir()) == ["000000"]
+    assert not (cap / "raw").exists() and not list(cap.rglob("*.tmp"))
+    assert replay_matches_after(launch_dir(cap, 0), tmp_path).returncode == 0
+
+
+def test_a_full_disk_stops_the_capture_with_an_error_and_leaves_only_whole_launches(fake, small_fs):  # noqa: F811
+    fs = small_fs("48k")
+    done = capture(fake, fs / "cap", "fake_app", "engine", str(fake["ptx"]))
+    assert done.returncode == 2 and "No space left on device" in done.stderr and "Traceback" not in done.stderr
+    assert "fake_app: in[1] = 1037" in done.stdout  # the program itself ran on
+    if (fs / "cap").exists():  # the launches completed before the disk filled, each whole
+        for e in index(fs / "cap")["launches"]:
+            launch = read_launch(fs / "cap" / e["dir"])
+            assert all((fs / "cap" / e["dir"] / side / b.file).is_file() for b in launch.buffers.values()
+                       for side in ("", "after"))
+    assert not [p for p in fs.iterdir() if p.name != "cap"]  # no temporary left
