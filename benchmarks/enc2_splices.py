@@ -5,6 +5,10 @@ and (with --time) the time ratio spliced / reference from `rr time`.
     python benchmarks/enc2_splices.py [--extents 240x135] [--phases 1-38] [--templates regen isolate f32acc]
                                       [--jobs 16] [--time | --time-only] [--time-limit 3] [--out DIR]
 
+Any shipped template name works (`--templates direct isolate --phases 8 --time` is the direct
+converter against the isolation experiment); registers and spill bytes are printed beside the
+unspliced kernel's.
+
 Splicing and ptxas run in parallel (--jobs); runs and timings one at a time on the one GPU.
 """
 
@@ -31,6 +35,12 @@ def phases(text: str) -> list[int]:
     return out
 
 
+def resources(cubin_json: Path) -> dict:
+    """The entry's registers and spill bytes from `rr compile`'s report."""
+    fn = next(iter(json.loads(cubin_json.read_text())["functions"].values()))
+    return {"registers": fn["registers"], "spill_stores": fn["spill_stores"], "spill_loads": fn["spill_loads"]}
+
+
 def prepare(work: Path, template: str, phase: int) -> dict:
     """Splice and compile one cell; returns its record (status, message, registers)."""
     tag = work / f"{template}_{phase}"
@@ -41,9 +51,7 @@ def prepare(work: Path, template: str, phase: int) -> dict:
     r = rr("compile", f"{tag}.ptx", "-o", f"{tag}.cubin", check=False)
     if r.returncode:
         return {"template": template, "phase": phase, "status": "compile_error", "message": r.stderr.strip()}
-    fn = next(iter(json.loads(Path(f"{tag}.cubin.json").read_text())["functions"].values()))
-    return {"template": template, "phase": phase, "status": "compiled", "registers": fn["registers"],
-            "spill_stores": fn["spill_stores"]}
+    return {"template": template, "phase": phase, "status": "compiled", **resources(Path(f"{tag}.cubin.json"))}
 
 
 def run(work: Path, rec: dict, compare: bool, timing: bool, time_limit: float) -> dict:
@@ -84,12 +92,15 @@ def main() -> None:
     rr("synth", "enc2", "--extents", args.extents, "-o", work / "enc2")
     rr("compile", work / "enc2" / "enc2.ptx", "-o", work / "ref.cubin")
     rr("relaunch", work / "enc2" / "launch", "--module", work / "ref.cubin", "-o", work / "ref.launch")
+    reference = resources(work / "ref.cubin.json")
+    print(f"unspliced: {reference['registers']} registers, {reference['spill_stores']}/{reference['spill_loads']} "
+          "bytes spill stores/loads")
     if not args.time_only:
         rr("run", work / "ref.launch", "--backend", "cuda", "-o", work / "ref.out")
     cells = [(t, p) for p in phases(args.phases) for t in args.templates]
     with ThreadPoolExecutor(args.jobs) as pool:
         prepared = list(pool.map(lambda c: prepare(work, *c), cells))
-    print(f"{'phase':>5} {'template':<8} {'status':<13} {'regs':>4} {'identical':>9} {'worst PSNR':>10} "
+    print(f"{'phase':>5} {'template':<8} {'status':<13} {'regs':>4} {'spill':>5} {'identical':>9} {'worst PSNR':>10} "
           f"{'ref ms':>8} {'spliced ms':>10} {'ratio':>6}")
     results = []
     for rec in prepared:
@@ -101,10 +112,11 @@ def main() -> None:
         def num(key: str, fmt: str = ".4f") -> str:
             return format(rec[key], fmt) if key in rec else "-"
         print(f"{rec['phase']:>5} {rec['template']:<8} {rec['status']:<13} {rec.get('registers', ''):>4} "
+              f"{rec.get('spill_stores', ''):>5} "
               f"{rec.get('identical', '')!s:>9} {(format(min(psnrs), '.1f') if psnrs else '-'):>10} "
               f"{num('ref_ms'):>8} {num('spliced_ms'):>10} {num('ratio', '.3f'):>6}"
               + (f"  {rec['message'][:120]}" if rec.get("message") else ""), flush=True)
-    (work / "splices.json").write_text(json.dumps(results, indent=2) + "\n")
+    (work / "splices.json").write_text(json.dumps({"reference": reference, "cells": results}, indent=2) + "\n")
     print(f"{work / 'splices.json'}")
 
 

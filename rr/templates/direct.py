@@ -520,7 +520,8 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
     users = _users(flow)
     removed, kept_staging = removable(flow, staging, operand_reads, users)
     if not removed:
-        d, (reg, u) = min(kept_staging.items())
+        # name a read from outside the staging, not a staging statement kept because of one
+        d, (reg, u) = min(kept_staging.items(), key=lambda kv: (kv[1][1] in staging, kv[0]))
         raise TemplateError(f"every staging statement's value is also read outside the operand (s{d}'s {reg} by "
                             f"s{u}, {statements[u - 1].opcode}): nothing to remove")
     # operands whose last staging statement stays (its value is read elsewhere) keep theirs
