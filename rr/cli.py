@@ -488,6 +488,14 @@ def cmd_launch(args) -> int:
     entry = _entry(args.entry_pattern, args.layer)
     module = _resolve(args.corpus, entry)
     try:
+        if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)
+            from rr.capture.select import user_launch
+            from rr.run.launch import relaunch
+
+            source = user_launch(args.launches, args.layer, entry)
+            relaunch(source, module, args.output)
+            print(f"{args.output}: launch of {entry} from {source}, module {module}")
+            return 0
         frame = parse_extents(args.frame, pixels=True)
         layer_launch(args.layer, module, frame, args.output, args.seed)
     except NoLaunch as e:
@@ -788,10 +796,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
     s.add_argument("--seed", type=int, default=7, help="input seed")
     s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
+    s.add_argument("--launches", metavar="DIR", help="the layer's launch from DIR/<layer>/, or from the capture DIR "
+                   "(rr capture) by entry name, instead of the synthetic engine's; its module replaced by the corpus's")
     s.add_argument("--record", action="store_true",
                    help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
     s.add_argument("-o", "--output", required=True)
-    s.set_defaults(func=cmd_launch, reads=("corpus",), writes="dir")
+    s.set_defaults(func=cmd_launch, reads=("corpus", "launches"), writes="dir")
 
     s = sub.add_parser("frame", help="run a whole frame (every layer in order on shared buffers), optionally "
                        "with layers' modules replaced", description=cmd_frame.__doc__.split("\n")[0])

@@ -233,3 +233,22 @@ def test_a_full_disk_stops_the_capture_with_an_error_and_leaves_only_whole_launc
             assert all((fs / "cap" / e["dir"] / side / b.file).is_file() for b in launch.buffers.values()
                        for side in ("", "after"))
     assert not [p for p in fs.iterdir() if p.name != "cap"]  # no temporary left
+
+
+def test_rr_launch_takes_a_layers_launch_from_a_capture_with_the_corpus_module(engine, fake, tmp_path):
+    cap, _ = engine
+    corpus = tmp_path / "corpus"
+    assert rr("extract", str(fake["ptx"]), "-o", str(corpus)).returncode == 0
+    out = tmp_path / "L"
+    done = rr("launch", "struct", str(corpus), "--entry-pattern", "rr_cap_{layer}", "--launches", str(cap), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    launch, captured = read_launch(out), read_launch(launch_dir(cap, 0))
+    assert (launch.entry, launch.fields, launch.module) == (captured.entry, captured.fields, "kernel.ptx")
+    run = rr("run", str(out), "--backend", "cpu", "-o", str(tmp_path / "R"))
+    assert run.returncode == 0, run.stderr
+    assert rr("compare", str(launch_dir(cap, 0) / "after"), str(tmp_path / "R")).returncode == 0
+    missing = rr("launch", "crash", str(corpus), "--entry-pattern", "rr_cap_{layer}", "--launches", str(cap),
+                 "--record", "-o", str(tmp_path / "N"))
+    error = json.loads((tmp_path / "N" / "launch.error.json").read_text())
+    assert missing.returncode == 0 and error["status"] == "no_launch"
+    assert "no launch of rr_cap_crash (the capture has rr_cap_list, rr_cap_struct)" in error["message"]

@@ -2,6 +2,7 @@
 
 
 import json
+import shlex
 
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
@@ -97,9 +98,27 @@ LAYERS = configured_layers()
 
 # With the synthetic engine (no corpus configured) a cell's capture is the whole network's frame
 # with the cell's layer replaced by the splice; other corpora's layers are launched alone.
-FRAME_LAYERS = frozenset(s.name for s in NETWORK) if config["corpus"]["source"] is None else frozenset()
+FRAME_LAYERS = (
+    frozenset(s.name for s in NETWORK)
+    if config["corpus"]["source"] is None and not config["corpus"].get("launches")
+    else frozenset()
+)
 FRAME_LAYOUT = "results/frame/layout"
 FRAME_REFERENCE = "results/frame/reference"
+
+
+def launch_inputs(wildcards):
+    """A layer's launch is made from the corpus and, where the user brings launches, from those."""
+    inputs = {"index": "resources/corpus/index.parquet"}
+    if config["corpus"].get("launches"):
+        inputs["launches"] = config["corpus"]["launches"]
+    return inputs
+
+
+def launches_option(wildcards):
+    """rr launch's option for the user's launches (corpus.launches), or nothing."""
+    launches = config["corpus"].get("launches")
+    return f"--launches {shlex.quote(launches)}" if launches else ""
 
 
 def in_frame(wildcards):

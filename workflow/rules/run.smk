@@ -4,7 +4,7 @@
 
 rule launch:
     input:
-        index="resources/corpus/index.parquet",
+        unpack(launch_inputs),
     output:
         directory("results/{layer}/launch"),
     log:
@@ -16,9 +16,10 @@ rule launch:
         frame=FRAME,
         seed=config["input_seed"],
         pattern=config["corpus"]["entry_pattern"],
+        launches=launches_option,
     shell:
         "python3 -m rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' --record -o {output} > {log} 2>&1"
+        " --entry-pattern '{params.pattern}' {params.launches} --record -o {output} > {log} 2>&1"
 
 
 rule frame_layout:
