@@ -252,3 +252,80 @@ def test_rr_launch_takes_a_layers_launch_from_a_capture_with_the_corpus_module(e
     error = json.loads((tmp_path / "N" / "launch.error.json").read_text())
     assert missing.returncode == 0 and error["status"] == "no_launch"
     assert "no launch of rr_cap_crash (the capture has rr_cap_list, rr_cap_struct)" in error["message"]
+
+
+# -- on the GPU: the engine-style program of tests/cuda/capture_app.cu, captured for real --------
+
+GENCODE = "-gencode=arch=compute_90,code=[sm_90,compute_90]"  # SASS to run, PTX for the corpus
+
+
+def build_capture_app(out: Path, link_stub: Path) -> dict:
+    """capture_app and the fatbin its driver-API half loads, built by nvcc. It links against the
+    fake driver as a stub for libcuda.so.1 (no rpath: at run time the system's driver is loaded;
+    the toolkit here ships no stub)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH: it builds tests/cuda/capture_app.cu")
+    src = Path(__file__).parent / "cuda" / "capture_app.cu"
+    subprocess.run([nvcc, "-O2", GENCODE, "-o", out / "capture_app", src, f"-L{link_stub}", "-lcuda"], check=True)
+    subprocess.run([nvcc, "-fatbin", GENCODE, "-o", out / "capture_app.fatbin", src], check=True)
+    env = dict(os.environ, XDG_CACHE_HOME=str(out / "cache"))  # the fake driver is not on its library path
+    return {"app": out / "capture_app", "fatbin": out / "capture_app.fatbin", "env": env}
+
+
+@pytest.fixture(scope="session")
+def app(fake, tmp_path_factory):
+    return build_capture_app(tmp_path_factory.mktemp("app"), fake["dir"])
+
+
+@pytest.mark.gpu
+def test_the_engine_style_program_is_captured_and_each_replay_on_the_gpu_is_byte_identical(gpu, app, tmp_path):
+    plain = subprocess.run([app["app"], app["fatbin"], "256", "128"], capture_output=True, text=True, env=app["env"])
+    assert plain.returncode == 0, plain.stderr
+    cap = tmp_path / "cap"
+    done = rr("capture", "-o", str(cap), "--", str(app["app"]), str(app["fatbin"]), "256", "128", env=app["env"])
+    assert done.returncode == 0, done.stderr
+    checksum = [line for line in plain.stdout.splitlines() if "checksum" in line]
+    assert checksum and checksum[0] in done.stdout  # captured, the program computes what it computes alone
+    launches = index(cap)["launches"]
+    assert [(e["entry"], e["status"]) for e in launches] == [
+        ("cuda_dldn_engine_swin_capa_kernel", "ok"), ("cuda_dldn_engine_swin_capb_kernel", "ok")], done.stderr
+    assert launches[0]["api"].startswith("cuLaunchKernel") and launches[1]["api"] == "cuLaunchKernel"
+    capa, capb = (read_launch(cap / e["dir"]) for e in launches)
+    assert (capa.layout, capa.params_size, capa.grid, capa.block) == ("block", 136, (32, 16, 1), (32, 1, 4))
+    assert {(f.offset, f.kind, f.at) for f in capa.fields if f.kind != "scalar"} == {
+        (8, "buffer", 0), (40, "buffer", 0), (48, "buffer", 256), (88, "texture", 0), (112, "surface", 0)}
+    assert capb.layout == "list" and [f.kind for f in capb.fields] == ["buffer", "buffer", "scalar", "scalar"]
+    # capb reads the arena as capa left it
+    assert (cap / launches[1]["dir"] / "p0.npy").read_bytes() == (cap / launches[0]["dir"] / "after/p48.npy").read_bytes()
+    for e in launches:
+        replay = tmp_path / f"replay{e['index']}"
+        run = rr("run", str(cap / e["dir"]), "--backend", "cuda", "-o", str(replay), env=app["env"])
+        assert run.returncode == 0, run.stderr
+        compared = rr("compare", str(cap / e["dir"] / "after"), str(replay), "--json", env=app["env"])
+        assert compared.returncode == 0, compared.stdout
+        assert all(row["identical"] for row in json.loads(compared.stdout))
+
+
+@pytest.mark.gpu
+def test_the_workflow_runs_on_the_programs_binary_and_its_capture(gpu, app, tmp_path):
+    pytest.importorskip("snakemake", reason="the workflow needs Snakemake (on the H200: source .whl/prelude.sh)")
+    import pyarrow.parquet as pq
+    from test_workflow import _configure, _copy_workflow, _snakemake
+
+    cap = tmp_path / "cap"
+    done = rr("capture", "-o", str(cap), "--", str(app["app"]), str(app["fatbin"]), "256", "128", env=app["env"])
+    assert done.returncode == 0, done.stderr
+    work = _copy_workflow(tmp_path / "work")
+    _configure(work, corpus={"source": str(app["app"]), "launches": str(cap),
+                             "entry_pattern": "cuda_dldn_engine_swin_{layer}_kernel"},
+               layers=["capa", "capb"], recipes=["regen", "isolate"], backend="cuda",
+               timing={"noise": 0.05, "time_limit_s": 2})
+    run = _snakemake(work, env=app["env"])
+    assert run.returncode == 0, run.stderr[-4000:]
+    rows = pq.read_table(work / "results/capa_phase1.parquet").to_pylist()
+    assert [r["recipe"] for r in rows] == ["regen", "isolate"]
+    assert all(r["capture_status"] == "ok" and r["capture_backend"] == "cuda" for r in rows), rows
+    nophases = pq.read_table(work / "results/capb_nophases.parquet").to_pylist()
+    assert {r["splice_status"] for r in nophases} == {"no_phases"}
+    assert (work / "results/summary.parquet").is_file()
