@@ -94,6 +94,17 @@ def test_every_launch_of_a_driver_api_program_is_a_launch_directory_in_order(eng
         assert (cap / e["dir"] / launch.module).read_text() == fake["ptx"].read_text()
 
 
+def test_the_interposer_is_built_on_first_use_into_the_cache_once(engine, fake, tmp_path):
+    from rr.capture import build_interposer
+
+    built = list((fake["dir"] / "cache" / "rr").glob("capture-*.so"))
+    assert len(built) == 1  # rr capture built it on first use; the next captures took it from the cache
+    library = build_interposer(tmp_path)
+    stamp = library.stat().st_mtime_ns
+    assert build_interposer(tmp_path) == library and library.stat().st_mtime_ns == stamp
+    assert library.name == built[0].name  # named by the source (and compiler): the same build
+
+
 def test_modules_are_stored_once_named_by_the_fnv1a64_of_their_text(engine, fake):
     from rr.corpus import fnv1a64_hex
 
