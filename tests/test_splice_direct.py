@@ -63,6 +63,14 @@ def _ptxas_clean(ptx: Path) -> None:
         assert "warning" not in c.stderr.lower(), c.stderr
 
 
+def test_the_shipped_recipe_names_the_template_and_no_widening():
+    from rr.splice.recipe import load_recipe
+
+    r = load_recipe("direct")
+    assert r.template == "direct" and r.phase == 8 and "identical_output" in r.checks
+    assert (r.with_epilogue_before, r.with_epilogue_after) == (0, 0) and r.params["place"] == "staging"
+
+
 # -- enc2's phase 8 -------------------------------------------------------------------------------
 
 
@@ -236,3 +244,24 @@ def test_the_construction_is_checked_against_the_original_bytes():
     wrong = [line.replace("%d1", "%d0") for line in builder.lines]
     with pytest.raises(TemplateError, match="differs from the original staging"):
         check(wrong, {"%b": values["%b"]}, {"%d0", "%d1"})
+
+
+def test_placed_at_the_phase_the_construction_follows_the_rest_of_the_epilogue(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("transpose_d")
+    recipe = tmp_path / "at_phase.yaml"
+    recipe.write_text("name: at_phase\ndescription: x\ncut: {phase: 2}\ntemplate: {name: direct, params: {place: phase}}\n")
+    out = tmp_path / "p.ptx"
+    assert _rr("splice", ptx, "--entry", "transpose_d", "--recipe", recipe, "-o", out).returncode == 0
+    record = json.loads(Path(f"{out}.splice.json").read_text())
+    before = linearise(parse_file(ptx).function("transpose_d"))
+    phase2 = [s for s in before[record["cut"]["first_stmt"] - 1:record["cut"]["last_stmt"]] if s.opcode.startswith("mma.")]
+    assert record["direct"]["place"] == "phase" and record["direct"]["at_stmt"] == phase2[0].stmt
+    after = linearise(parse_file(out).function("transpose_d"))
+    inserted = after[record["cut"]["first_stmt"] - 1:record["cut"]["first_stmt"] - 1 + record["inserted_statements"]]
+    tail = inserted[-(record["direct"]["added"]["instructions"] + len(phase2)):]
+    assert [s.text for s in tail[-len(phase2):]] == [s.text for s in phase2]
+    assert all(not s.opcode.startswith("mma.") for s in tail[:-len(phase2)])
+    rng = np.random.default_rng(3)
+    words, _ = KERNELS["transpose_d"]
+    launch = _kernel_launch(tmp_path / "l", ptx, "transpose_d", {k: _e4m3_words(rng, n) for k, n in words.items()}, 4)
+    assert _identical(_run_cpu(launch, ptx, tmp_path / "ref.out"), _run_cpu(launch, out, tmp_path / "p.out"))
