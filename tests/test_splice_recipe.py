@@ -12,7 +12,7 @@ from rr.splice.recipe import RecipeError, load_recipe
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 
 
-@pytest.mark.parametrize("name", ["regen", "isolate", "f32acc", "probe"])
+@pytest.mark.parametrize("name", ["regen", "isolate", "f32acc", "probe", "direct"])
 def test_shipped_recipes_are_valid(name):
     r = load_recipe(RECIPES / f"{name}.yaml")
     assert r.name == r.template == name and r.phase == 8 and "roundtrip" in r.checks
@@ -61,7 +61,7 @@ def test_the_workflows_config_recipes_come_before_the_shipped_ones(tmp_path, mon
 
 def test_an_unknown_recipe_name_is_refused_naming_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(f32acc, isolate, probe, regen\)"):
+    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(direct, f32acc, isolate, probe, regen\)"):
         load_recipe("nothere")
 
 
