@@ -125,8 +125,9 @@ class PreparedLaunch:
         self.device = device or DeviceBuffers(load_buffers(directory, self.launch))
         self.arrays = self.device.arrays
         cupy.empty(1)  # make the context current before any driver call
-        image = (module or self.directory / self.launch.module).read_bytes()
-        if self.launch.module.endswith(".ptx"):
+        path = Path(module or self.directory / self.launch.module)
+        image = path.read_bytes()
+        if path.suffix == ".ptx":  # the driver reads PTX as a C string
             image += b"\0"
         self.module = driver.moduleLoadData(image)
         self.function = driver.moduleGetFunction(self.module, self.launch.entry)
