@@ -11,6 +11,7 @@ the correctly rounded one, and the difference to the GPU is measured, not assume
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -455,14 +456,117 @@ def mma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 # the registers' low halfwords (k mod 4 in {0, 1}) with C = 0, then the high halfwords' k
 # accumulating on that result — and adds C last, with HADD2 (or FADD for the .f32 form).
 _LOW_HALF_K = (np.arange(32) % 4) < 2
+_NO_EXPONENT = -1000  # a zero (or NaN) term's exponent: it never sets the alignment
 
 
-def _hmma(av: np.ndarray, bv: np.ndarray, t: np.ndarray | None, dtype) -> np.ndarray:
-    """One HMMA.16816 of the model: its 16 products and the running T summed exactly, rounded
-    once to the accumulator's type."""
-    s = np.matmul(av, bv)
-    with np.errstate(over="ignore"):  # past the type's largest finite value: ±inf, as IEEE rounds
-        return (s if t is None else s + t.astype(np.float64)).astype(dtype)
+@dataclass(frozen=True)
+class HmmaRules:
+    """How one HMMA.16816 adds its 16 products and the running accumulator T (docs/numerics.md
+    says how each was established on the H200).
+
+    `width`: each term is aligned to the largest exponent of the sum and cut to a multiple of
+    2^(emax - width) (None: summed exactly); `exponent`: a product's exponent is "factors" ea + eb,
+    the sum of its f16 factors' exponents (its significand lies in [1, 4)), or "value" its
+    leading bit's; T's is its own. `cut`: "rz" toward zero (sign and magnitude) or "rm" toward
+    -inf (two's complement). `f32` / `f16`: how the sum is rounded to the accumulator's type
+    ("rz" toward zero, "rn" to nearest even). `canonical_nan`: a NaN D is the canonical NaN
+    (0x7FFF, 0x7FFFFFFF) whatever NaN made it."""
+    width: int | None = 25
+    exponent: str = "factors"
+    cut: str = "rz"
+    f32: str = "rz"
+    f16: str = "rn"
+    canonical_nan: bool = True
+
+
+SM90 = HmmaRules()
+
+
+def _exponents(codes) -> np.ndarray:
+    """e4m3 codes → the exponent of their f16 value's leading bit (e4m3 subnormals are f16
+    normals); _NO_EXPONENT for zeros and NaNs."""
+    v = _E4M3_F64
+    e = np.frexp(v)[1].astype(np.int32) - 1
+    return np.where((v == 0) | np.isnan(v), _NO_EXPONENT, e)[np.asarray(codes, np.uint8)]
+
+
+_E4M3_EXPONENT = _exponents(np.arange(256))
+
+
+def _round_sum(s: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """An exact f64 sum rounded to f16 or f32, to nearest even or toward zero."""
+    with np.errstate(over="ignore", invalid="ignore"):  # past the type's largest finite value: ±inf
+        r = s.astype(dtype)
+    if mode == "rz":
+        r = np.where(np.abs(r.astype(np.float64)) > np.abs(s), np.nextafter(r, dtype(0)), r).astype(dtype)
+    return r
+
+
+def _leading_exponent(x: np.ndarray) -> np.ndarray:
+    e = np.frexp(x)[1].astype(np.int32) - 1
+    return np.where((x == 0) | ~np.isfinite(x), _NO_EXPONENT, e)
+
+
+_CUT = {"rz": np.trunc, "rm": np.floor}
+
+
+def _hmma(av, bv, ea, eb, t, dtype, rules: HmmaRules) -> np.ndarray:
+    """One HMMA.16816 on (N, 16, 16) A and (N, 16, 8) B values with their exponents, and the
+    running T (N, 16, 8) or None: the 16 products and T aligned and cut as `rules` say, summed,
+    rounded to the accumulator's type.
+
+    Every term is a multiple of 2^-18 (an e4m3 product; T is a rounding of sums of them), so
+    while emax <= width - 18 the cut removes nothing and the exact sum (one matmul, exact in
+    f64) is the answer; only the outputs whose largest exponent may pass that are summed term by
+    term. Where T is NaN or infinite the exact sum already is the result."""
+    with np.errstate(invalid="ignore"):
+        s = np.matmul(av, bv) if t is None else np.matmul(av, bv) + t
+    if rules.width is not None:
+        te = None if t is None else _leading_exponent(t)
+        # >= every product's exponent (ea + eb, or its leading bit's: one more at most)
+        bound = ea.max(-1)[..., :, None] + eb.max(-2)[..., None, :] + (rules.exponent == "value")
+        if te is not None:
+            bound = np.maximum(bound, te)
+        w, i, j = np.nonzero(bound > rules.width - 18)
+        if w.size:
+            terms = av[w, i, :] * bv[w, :, j]
+            exps = ea[w, i, :] + eb[w, :, j] if rules.exponent == "factors" else _leading_exponent(terms)
+            if t is not None:
+                terms = np.concatenate([terms, t[w, i, j][:, None]], axis=1)
+                exps = np.concatenate([exps, te[w, i, j][:, None]], axis=1)
+            scale = (rules.width - exps.max(axis=1, keepdims=True)).astype(np.int32)
+            with np.errstate(invalid="ignore"):
+                s[w, i, j] = np.ldexp(_CUT[rules.cut](np.ldexp(terms, scale)), -scale).sum(axis=1)
+    s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
+    return _round_sum(s, dtype, rules.f32 if dtype == np.float32 else rules.f16)
+
+
+def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM90) -> np.ndarray:
+    """The e4m3 `mma` as ptxas compiles it for sm_90 (two HMMA.16816, then C added), with the
+    HMMA's arithmetic as `rules` say: `mma_sync`'s model, and its variants that the tests show
+    the H200 does not compute."""
+    c = np.asarray(c)
+    if c.dtype not in (np.float16, np.float32):
+        raise TypeError(f"c must be float16 or float32, not {c.dtype}")
+    a, b = np.asarray(a, np.uint8), np.asarray(b, np.uint8)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    cc = np.broadcast_to(c, batch + c.shape[-2:]).reshape(-1, *c.shape[-2:])
+    t = None
+    for half in (_LOW_HALF_K, ~_LOW_HALF_K):
+        ah, bh = a[..., half], b[..., half, :]
+        t = _hmma(_E4M3_F64[ah], _E4M3_F64[bh], _E4M3_EXPONENT[ah], _E4M3_EXPONENT[bh],
+                  None if t is None else t.astype(np.float64), c.dtype.type, rules)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
+        if c.dtype == np.float16:
+            d = add(t, cc)  # HADD2: correctly rounded
+        else:
+            d = (t.astype(np.float64) + cc.astype(np.float64)).astype(np.float32)  # FADD: 53 >= 2·24 + 2
+    if rules.canonical_nan:
+        size = d.dtype.itemsize
+        d = np.where(np.isnan(d), _UINT[size](_CANONICAL[size]).view(d.dtype), d)
+    return d.reshape(batch + d.shape[-2:])
 
 
 def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:
@@ -470,22 +574,14 @@ def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90"
     computes it: `a` uint8 e4m3 codes (…, 16, 32), `b` (…, 32, 8), `c` float16 or float32
     (…, 16, 8), all in matrix form (fragments: rr.run.fragments); D has c's dtype.
 
-    sm_90: the two HMMA of ptxas's code (above), each rounding once, then T + C rounded once.
-    Established on 524 288 H200 outputs of random inputs (docs/numerics.md): bit-exact on all of
-    them, where one rounding of the whole sum matches 64 % and the high halfwords first 77 %.
-    Not yet established: the HMMA's alignment on wide exponent spreads (summed exactly here), the
-    .f32 form's rounding (to nearest here), NaN payloads and subnormal C."""
+    sm_90: the two HMMA of ptxas's code (above), each aligning its 16 products and T to the
+    largest exponent, cutting them toward zero 25 bits below it and rounding the sum (toward
+    zero to f32, to nearest to f16); then T + C rounded to nearest; a NaN D is the canonical NaN.
+    Bit-exact on all 4 194 304 H200 outputs of the random and adversarial probes of both forms
+    (docs/numerics.md)."""
     if arch != "sm_90":
         raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
-    c = np.asarray(c)
-    if c.dtype not in (np.float16, np.float32):
-        raise TypeError(f"c must be float16 or float32, not {c.dtype}")
-    av, bv = e4m3_values(a), e4m3_values(b)
-    t = _hmma(av[..., _LOW_HALF_K], bv[..., _LOW_HALF_K, :], None, c.dtype)
-    t = _hmma(av[..., ~_LOW_HALF_K], bv[..., ~_LOW_HALF_K, :], t, c.dtype)
-    if c.dtype == np.float16:
-        return add(t, c)  # HADD2: correctly rounded
-    return (t.astype(np.float64) + c.astype(np.float64)).astype(np.float32)  # FADD: 53 >= 2·24 + 2
+    return mma_hmma(a, b, c, SM90)
 
 
 # name → model: the cpu backend's `mma` (run records name it) and probe replay's

@@ -1,0 +1,77 @@
+"""Score rr's fp8 `mma` model on H200 probe files: the share of D's bits it reproduces, per file and
+input design, beside the rules it was fitted against (so each rule's effect shows in the figures).
+
+    python benchmarks/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
+    python benchmarks/mma_fit.py DIR --variants                # also each rule changed on its own
+
+The files are what benchmarks/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
+and `designs`). No GPU needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rr import numerics as nx  # noqa: E402
+
+# each established rule changed on its own (what tests/test_numerics_mma.py shows the data rejects)
+VARIANTS = {
+    "exact HMMA sums (the model before)": nx.HmmaRules(width=None, f32="rn", canonical_nan=False),
+    "alignment width 24": dataclasses.replace(nx.SM90, width=24),
+    "alignment width 26": dataclasses.replace(nx.SM90, width=26),
+    "product exponent from its leading bit": dataclasses.replace(nx.SM90, exponent="value"),
+    "terms cut toward -inf": dataclasses.replace(nx.SM90, cut="rm"),
+    "f32 HMMA rounds to nearest": dataclasses.replace(nx.SM90, f32="rn"),
+    "NaN as IEEE propagates it": dataclasses.replace(nx.SM90, canonical_nan=False),
+}
+
+
+def same_bits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    u = np.uint16 if x.dtype == np.float16 else np.uint32
+    return x.view(u) == y.view(u)
+
+
+def score(path: Path, model) -> tuple[dict[str, float], float]:
+    """Per design (and "all"): the share of outputs whose bits the model reproduces; the seconds
+    the model took."""
+    z = np.load(path)
+    t0 = time.perf_counter()
+    d = model(z["A"], z["B"], z["C"])
+    seconds = time.perf_counter() - t0
+    ok = same_bits(d, z["D"]).reshape(len(d), -1)
+    shares = {str(name): float(ok[z["design"] == i].mean()) for i, name in enumerate(z["designs"])
+              if (z["design"] == i).any()}
+    shares["all"] = float(ok.mean())
+    return shares, seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("directory", type=Path)
+    ap.add_argument("--variants", action="store_true", help="also score each rule changed on its own")
+    args = ap.parse_args()
+    paths = sorted(args.directory.glob("mma_*.npz"))
+    if not paths:
+        print(f"rr: error: {args.directory}: no mma_*.npz probe files", file=sys.stderr)
+        raise SystemExit(2)
+    models = {"rr.numerics.mma_sync": nx.mma_sync}
+    if args.variants:
+        models |= {name: (lambda a, b, c, r=rules: nx.mma_hmma(a, b, c, r)) for name, rules in VARIANTS.items()}
+    for path in paths:
+        outputs = int(np.load(path)["D"].size)
+        for label, model in models.items():
+            shares, seconds = score(path, model)
+            print(f"{path.name}  {label}  ({outputs} outputs, {seconds:.2f} s)")
+            print("  " + "  ".join(f"{name} {share:.4%}" for name, share in shares.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
