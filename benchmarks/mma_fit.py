@@ -3,9 +3,12 @@ input design, beside the rules it was fitted against (so each rule's effect show
 
     python benchmarks/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
     python benchmarks/mma_fit.py DIR --variants                # also each rule changed on its own
+    python benchmarks/mma_fit.py DIR --subset tests/data/probes   # the tests' subsets of DIR's files
 
 The files are what benchmarks/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
-and `designs`). No GPU needed.
+and `designs`). No GPU needed. `--subset` writes, per form, `mma_h200_<form>.npz`: per design the
+128 warps that the most variants get wrong (then the most outputs wrong), the random file's as
+design 0, with `warp` (the warp's index in its file) beside the probe file's arrays.
 """
 
 from __future__ import annotations
@@ -53,15 +56,47 @@ def score(path: Path, model) -> tuple[dict[str, float], float]:
     return shares, seconds
 
 
+def subset(paths: list[Path], out: Path, per_design: int = 128) -> list[Path]:
+    """The tests' probe files: for each form, from its random and adversarial files, the warps
+    that tell the rules apart (`per_design` per design, the most variants wrong first)."""
+    written = []
+    for form in ("f16", "f32"):
+        parts = []
+        for path in (p for p in paths if p.name.startswith(f"mma_{form}_")):
+            z = np.load(path)
+            a, b, c, d = z["A"], z["B"], z["C"], z["D"]
+            wrong = [(~same_bits(nx.mma_hmma(a, b, c, rules), d)).reshape(len(d), -1).sum(1) for rules in VARIANTS.values()]
+            key = np.lexsort((-np.sum(wrong, axis=0), -np.sum([w > 0 for w in wrong], axis=0)))  # stable: by warp index last
+            for i in np.unique(z["design"]):
+                pick = np.sort(key[z["design"][key] == i][:per_design])
+                parts.append({"A": a[pick], "B": b[pick], "C": c[pick], "D": d[pick], "design": z["design"][pick],
+                              "warp": pick.astype(np.int32)})
+            designs, seed = z["designs"], z["seed"]
+        if not parts:
+            continue
+        target = out / f"mma_h200_{form}.npz"
+        tmp = target.with_suffix(".tmp.npz")
+        np.savez_compressed(tmp, **{k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, designs=designs, seed=seed)
+        tmp.replace(target)
+        written.append(target)
+    return written
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", type=Path)
     ap.add_argument("--variants", action="store_true", help="also score each rule changed on its own")
+    ap.add_argument("--subset", type=Path, metavar="OUT", help="write the tests' subsets to OUT instead")
     args = ap.parse_args()
     paths = sorted(args.directory.glob("mma_*.npz"))
     if not paths:
         print(f"rr: error: {args.directory}: no mma_*.npz probe files", file=sys.stderr)
         raise SystemExit(2)
+    if args.subset:
+        for target in subset(paths, args.subset):
+            z = np.load(target)
+            print(f"{target}: {len(z['D'])} warps, {target.stat().st_size / 2**20:.2f} MiB")
+        return
     models = {"rr.numerics.mma_sync": nx.mma_sync}
     if args.variants:
         models |= {name: (lambda a, b, c, r=rules: nx.mma_hmma(a, b, c, r)) for name, rules in VARIANTS.items()}

@@ -265,6 +265,122 @@ def test_rr_launch_takes_a_layers_launch_from_a_capture_with_the_corpus_module(e
     assert "no launch of rr_cap_crash (the capture has rr_cap_list, rr_cap_struct)" in error["message"]
 
 
+# -- modules: what a backend loads is what the file holds -----------------------------------------
+
+def test_a_module_is_loaded_as_what_its_bytes_are_whatever_its_file_is_called(fake, tmp_path):
+    from rr.run.compile import compile_ptx
+    from rr.run.launch import LaunchError, module_image
+
+    text = fake["ptx"].read_bytes()
+    assert compile_ptx(fake["ptx"], tmp_path / "k.cubin", "sm_90").status == "ok"
+    cubin = (tmp_path / "k.cubin").read_bytes()
+    assert module_image(fake["ptx"]) == text + b"\0"  # the driver reads PTX up to its NUL
+    for name, image in (("cubin.ptx", cubin), ("ptx.cubin", text), ("ptx0.ptx", text + b"\0")):
+        (tmp_path / name).write_bytes(image)
+    assert module_image(tmp_path / "cubin.ptx") == cubin  # a cubin called .ptx gets no NUL
+    assert module_image(tmp_path / "ptx.cubin") == text + b"\0"  # PTX called .cubin gets one
+    assert module_image(tmp_path / "ptx0.ptx") == text + b"\0"  # and never a second
+    (tmp_path / "empty.ptx").write_bytes(b"")
+    (tmp_path / "junk.ptx").write_bytes(b"\x01\x02\0\x03")
+    with pytest.raises(LaunchError, match="an empty module file") as empty:
+        module_image(tmp_path / "empty.ptx")
+    assert empty.value.status == "no_module"
+    with pytest.raises(LaunchError, match="not a module"):
+        module_image(tmp_path / "junk.ptx")
+
+
+def test_a_relaunched_module_is_named_by_what_it_holds(engine, fake, tmp_path):
+    from rr.run.compile import compile_ptx
+
+    cap, _ = engine
+    compile_ptx(fake["ptx"], tmp_path / "k.cubin", "sm_90")
+    (tmp_path / "k.ptx").write_bytes((tmp_path / "k.cubin").read_bytes())  # a cubin under a PTX name
+    done = rr("relaunch", str(launch_dir(cap, 0)), "--module", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "L"))
+    assert done.returncode == 0, done.stderr
+    assert read_launch(tmp_path / "L").module == "kernel.cubin"
+    run = rr("run", str(tmp_path / "L"), "--backend", "cpu", "--record", "-o", str(tmp_path / "R"))
+    record = json.loads((tmp_path / "R" / "run.json").read_text())
+    assert run.returncode == 0 and record["status"] == "unsupported" and "runs PTX, not a cubin" in record["message"]
+
+
+def test_a_refused_splice_is_no_launch_and_its_empty_module_reaches_no_backend(engine, fake, tmp_path):
+    cap, _ = engine
+    corpus = tmp_path / "corpus"
+    assert rr("extract", str(fake["ptx"]), "-o", str(corpus)).returncode == 0
+    spliced = tmp_path / "isolate.ptx"  # rr_cap_struct has no mma: the splice is refused, as in a workflow
+    done = rr("splice", str(corpus), "--entry", "rr_cap_struct", "--recipe", "isolate", "--phase", "1", "--record",
+              "-o", str(spliced))
+    assert done.returncode == 0 and spliced.read_bytes() == b""
+    assert json.loads(Path(f"{spliced}.splice.json").read_text())["status"] == "error"
+    done = rr("relaunch", str(launch_dir(cap, 0)), "--module", str(spliced), "--record", "-o", str(tmp_path / "L"))
+    assert done.returncode == 0 and not (tmp_path / "L" / "launch.json").exists()
+    for backend in ("cpu", "cuda"):  # without a device: what is refused is refused before one is asked for
+        rr("run", str(tmp_path / "L"), "--backend", backend, "--record", "-o", str(tmp_path / backend))
+        record = json.loads((tmp_path / backend / "run.json").read_text())
+        assert record["status"] == "no_module" and "an empty module file" in record["message"], record
+    done = rr("relaunch", str(launch_dir(cap, 0)), "--module", str(spliced), "-o", str(tmp_path / "M"))
+    assert done.returncode == 2 and done.stderr.startswith(f"rr: error: {spliced}: an empty module file")
+
+
+def capture_app_launches(out: Path, width: int, height: int, module: Path) -> None:
+    """capa's and capb's launches as tests/cuda/capture_app.cu makes them, written by hand as
+    docs/formats.md describes (DIR/<layer>/ for corpus.launches), with `module` (the program's
+    fatbin) as theirs: the inputs of the workflow's run of the program's binary where no GPU
+    captures them."""
+    from rr.run.launch import Buffer, Field, Launch, write_launch
+
+    rng = np.random.default_rng(7)
+    grid = ((width + 7) // 8, (height + 7) // 8, 1)
+    tiles = grid[0] * grid[1] * 4
+    arena = np.zeros(tiles * 256 + 256, np.uint8)
+    texels = (0x3000 + rng.integers(0, 1024, (height, width, 4))).astype(np.uint16).view(np.float16)
+    capa = Launch("cuda_dldn_engine_swin_capa_kernel", "kernel.fatbin", grid, (32, 1, 4), (
+        Field("scalar", 0, "uint32", (width, height)), Field("buffer", 8, buffer="input"),
+        Field("scalar", 16, "uint32", (0x5eed, 0)), Field("buffer", 40, buffer="weights"),
+        Field("buffer", 48, buffer="arena", at=256), Field("texture", 88, buffer="noisy"),
+        Field("surface", 112, buffer="out0")), {
+        "input": Buffer("input", "input.npy", "in"), "weights": Buffer("weights", "weights.npy", "in"),
+        "arena": Buffer("arena", "arena.npy", "inout"),
+        "noisy": Buffer("noisy", "noisy.npy", "in", format="rgba16f", dtype="float16"),
+        "out0": Buffer("out0", "out0.npy", "inout", format="rgba16f", dtype="float16")}, layout="block",
+        params_size=136)
+    write_launch(out / "capa", capa, {
+        "input": rng.integers(0, 256, grid[0] * 4 * 512, dtype=np.uint8) & 0x7e,
+        "weights": rng.integers(0, 256, 4 * 256, dtype=np.uint8) & 0x3e, "arena": arena, "noisy": texels,
+        "out0": np.zeros_like(texels)}, module)
+    n = tiles * 64
+    capb = Launch("cuda_dldn_engine_swin_capb_kernel", "kernel.fatbin", (-(-n // 256), 1, 1), (256, 1, 1), (
+        Field("buffer", 0, buffer="arena", at=256), Field("buffer", 8, buffer="out"),
+        Field("scalar", 16, "uint32", (n,)), Field("scalar", 20, "uint32", (77,))), {
+        "arena": Buffer("arena", "arena.npy", "in"), "out": Buffer("out", "out.npy", "out")}, layout="list")
+    write_launch(out / "capb", capb, {"arena": rng.integers(0, 256, arena.size, dtype=np.uint8),
+                                      "out": np.zeros(n, np.uint32)}, module)
+
+
+def test_the_workflow_on_the_programs_binary_splices_both_recipes_into_its_launches(app, tmp_path):
+    """The cpu twin of the H200's workflow test: capture_app's binary as the corpus, its two
+    launches written by hand. Both recipes must splice capa's phase 1 and give back the unspliced
+    launch's bytes: regen rebuilds an A address of a base pointer and %ctaid, %tid.z and lane
+    terms (a program whose address it cannot see through gets a refused splice, and its row
+    says so)."""
+    pytest.importorskip("snakemake", reason="the workflow needs Snakemake")
+    import pyarrow.parquet as pq
+    from test_workflow import _configure, _copy_workflow, _snakemake
+
+    capture_app_launches(tmp_path / "launches", 16, 16, app["fatbin"])
+    work = _copy_workflow(tmp_path / "work")
+    _configure(work, corpus={"source": str(app["app"]), "launches": str(tmp_path / "launches"),
+                             "entry_pattern": "cuda_dldn_engine_swin_{layer}_kernel"},
+               layers=["capa", "capb"], recipes=["regen", "isolate"], backend="cpu")
+    run = _snakemake(work, "results/capa_phase1.parquet", "results/capb_nophases.parquet")
+    assert run.returncode == 0, run.stderr[-4000:]
+    rows = pq.read_table(work / "results/capa_phase1.parquet").to_pylist()
+    assert [(r["recipe"], r["splice_status"], r["compile_status"], r["capture_status"], r["frame_identical"])
+            for r in rows] == [("regen", "ok", "ok", "ok", True), ("isolate", "ok", "ok", "ok", True)], rows
+    assert {r["splice_status"] for r in pq.read_table(work / "results/capb_nophases.parquet").to_pylist()} == {
+        "no_phases"}
+
+
 # -- on the GPU: the engine-style program of tests/cuda/capture_app.cu, captured for real --------
 
 GENCODE = "-gencode=arch=compute_90,code=[sm_90,compute_90]"  # SASS to run, PTX for the corpus
@@ -335,8 +451,9 @@ def test_the_workflow_runs_on_the_programs_binary_and_its_capture(gpu, app, tmp_
     run = _snakemake(work, env=app["env"])
     assert run.returncode == 0, run.stderr[-4000:]
     rows = pq.read_table(work / "results/capa_phase1.parquet").to_pylist()
-    assert [r["recipe"] for r in rows] == ["regen", "isolate"]
-    assert all(r["capture_status"] == "ok" and r["capture_backend"] == "cuda" for r in rows), rows
+    assert [(r["recipe"], r["splice_status"], r["compile_status"], r["capture_status"], r["capture_backend"],
+             r["frame_identical"]) for r in rows] == [("regen", "ok", "ok", "ok", "cuda", True),
+                                                      ("isolate", "ok", "ok", "ok", "cuda", True)], rows
     nophases = pq.read_table(work / "results/capb_nophases.parquet").to_pylist()
     assert {r["splice_status"] for r in nophases} == {"no_phases"}
     assert (work / "results/summary.parquet").is_file()

@@ -1,11 +1,13 @@
 """The fp8 `mma` as the H200 computes it (`rr.numerics.mma_sync`, arch sm_90): two HMMA.16816 —
-the k held in the registers' low halfwords first, then the high halfwords' accumulating on that,
-each rounding once — and C added last. Pinned down by the H200's own outputs
-(tests/data/probes/: 512 warps of random inputs) and by inputs whose result shows where the
-roundings are."""
+the k held in the registers' low halfwords first, then the high halfwords' accumulating on that —
+each aligning its products and the running T to the largest exponent, cutting them toward zero
+25 bits below it and rounding once; C added last; NaN results canonical. Pinned down by the
+H200's own outputs (tests/data/probes/: random inputs, and per adversarial design the warps that
+tell the rules apart) and by inputs built so that their result shows one rule each."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import ml_dtypes
@@ -15,7 +17,12 @@ import pytest
 from rr import numerics as nx
 from rr.run.probe import replay
 
-PROBES = Path(__file__).parent / "data/probes/mma_h200_random_512.npz"
+DATA = Path(__file__).parent / "data/probes"
+PROBES = DATA / "mma_h200_random_512.npz"
+FORMS = {"f16": np.float16, "f32": np.float32}
+BITS = {np.float16: np.uint16, np.float32: np.uint32}
+# the model before the adversarial probes: each HMMA's sum exact, rounded to nearest, NaNs as IEEE
+BEFORE = nx.HmmaRules(width=None, f32="rn", canonical_nan=False)
 
 
 def _probe_words():
@@ -94,3 +101,150 @@ def test_batches_of_warps_and_refusals():
         nx.mma_sync(a, b, c, arch="sm_80")
     with pytest.raises(TypeError, match="int32"):
         nx.mma_sync(a, b, c.astype(np.int32))
+
+
+# -- the H200's probes of both forms, per input design (benchmarks/mma_probes.py made them) -----
+
+def _probes(form: str) -> dict:
+    z = np.load(DATA / f"mma_h200_{form}.npz")
+    return {k: z[k] for k in z.files}
+
+
+def _wrong(p: dict, rules: nx.HmmaRules = nx.SM90) -> dict[str, int]:
+    """Per design: the outputs whose bits the model with `rules` does not reproduce."""
+    d = nx.mma_hmma(p["A"], p["B"], p["C"], rules)
+    bits = BITS[d.dtype.type]
+    bad = (d.view(bits) != p["D"].view(bits)).reshape(len(d), -1).sum(1)
+    return {str(name): int(bad[p["design"] == i].sum()) for i, name in enumerate(p["designs"]) if (p["design"] == i).any()}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_sm90_model_is_bit_exact_on_every_design_of_the_h200_probes(form):
+    p = _probes(form)
+    assert len(set(p["design"].tolist())) == len(p["designs"]) == 11  # random and all ten adversarial designs
+    d = nx.mma_sync(p["A"], p["B"], p["C"])
+    assert d.dtype == FORMS[form] and np.array_equal(d.view(BITS[d.dtype.type]), p["D"].view(BITS[d.dtype.type]))
+    assert set(_wrong(p).values()) == {0}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_model_before_the_adversarial_probes_fails_on_them(form):
+    """Exact HMMA sums rounded to nearest and IEEE NaNs: right on random inputs, wrong on every
+    design with NaNs and, in f32, on every design with wide exponent spreads."""
+    wrong = _wrong(_probes(form), BEFORE)
+    assert wrong["random"] == 0
+    failing = {"all_codes", "overflow", "nan_inputs", "spread", "three_terms"} | \
+        ({"two_terms", "big_and_small"} if form == "f32" else set())
+    assert {name for name, n in wrong.items() if n} == failing, wrong
+
+
+# each rule of the model changed on its own, and the designs of each form on which the H200 tells
+@pytest.mark.parametrize("form, change, failing", [
+    ("f32", {"width": 24}, {"all_codes", "spread", "two_terms", "three_terms", "big_and_small"}),
+    ("f32", {"width": 26}, {"all_codes", "spread", "two_terms", "three_terms", "big_and_small"}),
+    ("f16", {"width": 24}, {"all_codes", "spread", "three_terms", "big_and_small"}),
+    ("f16", {"width": 26}, {"all_codes", "spread", "three_terms"}),
+    ("f32", {"exponent": "value"}, {"all_codes", "spread", "two_terms", "three_terms"}),
+    ("f16", {"exponent": "value"}, {"spread"}),
+    ("f32", {"cut": "rm"}, {"all_codes", "spread", "two_terms", "three_terms", "cancel"}),
+    ("f16", {"cut": "rm"}, {"all_codes", "spread", "three_terms"}),
+    ("f32", {"f32": "rn"}, {"all_codes", "spread", "two_terms", "three_terms", "big_and_small"}),
+    ("f16", {"f16": "rz"}, {"all_codes", "spread", "two_terms", "three_terms", "big_and_small", "cancel",
+                            "overflow", "subnormal", "nan_inputs", "c_dominates", "random"}),
+    ("f32", {"canonical_nan": False}, {"all_codes", "overflow", "nan_inputs"}),
+    ("f16", {"canonical_nan": False}, {"all_codes", "overflow", "nan_inputs"}),
+], ids=lambda v: str(v) if not isinstance(v, set) else "")
+def test_each_rule_is_what_the_h200_computes(form, change, failing):
+    """The alignment width (25 bits below the largest exponent), a product's exponent (ea + eb),
+    the cut (toward zero), the HMMA's rounding (toward zero in f32, to nearest in f16) and the
+    canonical NaN: changing any one makes the model wrong on the designs that isolate it."""
+    wrong = _wrong(_probes(form), dataclasses.replace(nx.SM90, **change))
+    assert {name for name, n in wrong.items() if n} == failing, wrong
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_nan_result_is_the_canonical_nan_whatever_nan_made_it(form):
+    """NaN codes in A or B, NaN C of any sign and payload, inf - inf: D is 0x7FFF / 0x7FFFFFFF."""
+    p = _probes(form)
+    bits = BITS[FORMS[form]]
+    nan = np.isnan(p["D"])
+    c_payloads = np.unique(p["C"].view(bits)[np.isnan(p["C"])])
+    assert nan.sum() > 1000 and len(c_payloads) >= 5 and np.isnan(p["C"][~nan]).sum() == 0
+    assert set(np.unique(p["D"].view(bits)[nan]).tolist()) == {nx.CANONICAL_NAN[form]}
+
+
+def test_an_f16_hmma_sum_past_65504_is_infinite_before_the_second_half_adds():
+    """The first HMMA's sum rounds to ±inf in f16 (no extra range carried to the second): where
+    the high halfwords' products would bring the whole sum back below 65504, the H200 gives inf
+    (or NaN with an opposite infinite C)."""
+    p = _probes("f16")
+    av, bv = nx.e4m3_values(p["A"]), nx.e4m3_values(p["B"])
+    low = (np.arange(32) % 4) < 2
+    first = np.matmul(av[..., low], bv[..., low, :])
+    whole = first + np.matmul(av[..., ~low], bv[..., ~low, :])
+    back = np.isfinite(whole) & (np.abs(first) >= 65520) & (np.abs(whole) < 65504) & np.isfinite(p["C"])
+    assert back.sum() > 100
+    assert np.isinf(p["D"][back]).all() and (np.sign(p["D"][back]) == np.sign(first[back])).all()
+
+
+def _one_output(products_low, products_high=(), c=0.0, dtype=np.float32):
+    """D[0, 0] for A row 0 and B column 0 holding the given (a, b) factor pairs at the low
+    halfwords' k (0, 1, 4, 5, …) and the high ones' (2, 3, 6, 7, …); every other element zero."""
+    a = np.zeros((16, 32), np.float32)
+    b = np.zeros((32, 8), np.float32)
+    ks = np.arange(32)
+    for pairs, slots in ((products_low, ks[ks % 4 < 2]), (products_high, ks[ks % 4 >= 2])):
+        for k, (x, y) in zip(slots, pairs):
+            a[0, k], b[k, 0] = x, y
+    cc = np.zeros((16, 8), dtype)
+    cc[0, 0] = c
+    return lambda rules=nx.SM90: nx.mma_hmma(_codes(a), _codes(b), cc, rules)[0, 0]
+
+
+def test_the_f32_hmma_cuts_25_bits_below_the_largest_products_exponent_toward_zero():
+    """256·256 − 240·256 + 1.5·2⁻⁹ = 4096 + 1.5·2⁻⁹ (an f32): the largest product's exponent is
+    8 + 8, so the small term is cut to a multiple of 2^(16 − 25) = 2⁻⁹: 4096 + 2⁻⁹; negative, it
+    is cut toward zero: 4096 − 2⁻⁹ (toward −inf would give 4096 − 2⁻⁸)."""
+    small = (1.5 * 2.0 ** -5, 2.0 ** -4)
+    d = _one_output([(256.0, 256.0), (-240.0, 256.0), small])
+    assert d() == 4096 + 2.0 ** -9
+    assert d(dataclasses.replace(nx.SM90, width=26)) == d(BEFORE) == 4096 + 1.5 * 2.0 ** -9
+    assert d(dataclasses.replace(nx.SM90, width=24)) == 4096
+    neg = _one_output([(256.0, 256.0), (-240.0, 256.0), (-small[0], small[1])])
+    assert neg() == 4096 - 2.0 ** -9 and neg(dataclasses.replace(nx.SM90, cut="rm")) == 4096 - 2.0 ** -8
+
+
+def test_a_products_exponent_is_the_sum_of_its_factors_exponents():
+    """448·448 = 1.53·2¹⁷ has factors of exponent 8: it aligns at 2¹⁶, not at its leading bit 2¹⁷.
+    With −448·448 beside it only the small 1.5·2⁻⁹ is left, cut at 2⁻⁹ (at 2⁻⁸ it would vanish)."""
+    d = _one_output([(448.0, 448.0), (-448.0, 448.0), (1.5 * 2.0 ** -5, 2.0 ** -4)])
+    assert d() == 2.0 ** -9 and d(dataclasses.replace(nx.SM90, exponent="value")) == 0
+
+
+def test_the_running_t_is_aligned_and_cut_with_the_second_hmmas_products():
+    """The first HMMA's T = 1.5·2⁻⁹ enters the second HMMA as one more term: cut at 2⁻⁹ beside
+    256·256 − 240·256, not added exactly afterwards."""
+    d = _one_output([(1.5 * 2.0 ** -5, 2.0 ** -4)], [(256.0, 256.0), (-240.0, 256.0)])
+    assert d() == 4096 + 2.0 ** -9 and d(BEFORE) == 4096 + 1.5 * 2.0 ** -9
+
+
+def test_the_f32_hmma_rounds_toward_zero_and_the_f16_one_to_nearest():
+    """2¹⁶ + 1.5·2⁻⁸ is 2¹⁶ and 0.75 of an f32 ulp (2⁻⁷): cut down to 2¹⁶. 240·256 + 240·0.25 =
+    61440 + 60 is 61440 and 1.875 of an f16 ulp (32): to nearest, 61504 (toward zero 61472)."""
+    f32 = _one_output([(256.0, 256.0), (1.5 * 2.0 ** -4, 2.0 ** -4)])
+    assert f32() == 65536 and f32(dataclasses.replace(nx.SM90, f32="rn")) == 65536 + 2.0 ** -7
+    f16 = _one_output([(240.0, 256.0), (240.0, 0.25)], dtype=np.float16)
+    assert f16() == 61504 and f16(dataclasses.replace(nx.SM90, f16="rz")) == 61472
+
+
+def test_nan_and_infinity_rules_on_built_inputs():
+    nan16, nan32 = nx.CANONICAL_NAN["f16"], nx.CANONICAL_NAN["f32"]
+    payload = np.uint32(0xFFC00001).view(np.float32)  # a negative NaN with a payload
+    assert _one_output([(1.0, 1.0)], c=payload)().view(np.uint32) == nan32
+    big = [(448.0, 448.0)] * 16  # the first f16 HMMA: 3.2e6 → +inf
+    assert _one_output(big, dtype=np.float16)() == np.inf
+    assert _one_output(big, c=-np.inf, dtype=np.float16)().view(np.uint16) == nan16  # inf − inf
+    back = _one_output(big, [(-448.0, 448.0)] * 16, dtype=np.float16)
+    assert back() == np.inf  # the second half's −3.2e6 does not bring it back to 0
+    a, b = _codes([[448.0] * 32] + [[0.0] * 32] * 15), _codes([[448.0] * 8 if k % 4 < 2 else [-448.0] * 8 for k in range(32)])
+    assert nx.mma_exact(a, b, np.zeros((16, 8), np.float16))[0, 0] == 0  # one rounding of the whole sum: 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rr.run.gpus import visible_gpus
-from rr.run.launch import Launch, load_buffers, param_images, read_launch
+from rr.run.launch import Launch, load_buffers, module_image, param_images, read_launch
 
 
 class NoDevice(RuntimeError):
@@ -125,11 +125,8 @@ class PreparedLaunch:
         self.device = device or DeviceBuffers(load_buffers(directory, self.launch))
         self.arrays = self.device.arrays
         cupy.empty(1)  # make the context current before any driver call
-        path = Path(module or self.directory / self.launch.module)
-        image = path.read_bytes()
-        if path.suffix == ".ptx":  # the driver reads PTX as a C string
-            image += b"\0"
-        self.module = driver.moduleLoadData(image)
+        # a cubin, fatbin or PTX told apart by its bytes, whatever the file is called
+        self.module = driver.moduleLoadData(module_image(module or self.directory / self.launch.module))
         self.function = driver.moduleGetFunction(self.module, self.launch.entry)
         handles = {f.buffer: self.device.handle(f.buffer, f.kind)
                    for f in self.launch.fields + self.launch.extra if f.kind != "scalar"}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.launch import Buffer, Field, Launch, LaunchError, link_or_copy, load_buffer, parse_launch, save_buffer
+from rr.run.launch import Buffer, Field, Launch, LaunchError, check_module, link_or_copy, load_buffer, parse_launch, save_buffer
 
 FRAME_FILE = "frame.json"
 
@@ -202,8 +202,7 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     src, module, out = Path(src), Path(module), Path(out)
     frame = read_frame(src)
     target = frame.layer(layer)
-    if not module.is_file():
-        raise LaunchError(f"{module}: no such module file")
+    kind = check_module(module)
     launch = target.launch
     buffers, extra, probe = dict(frame.buffers), launch.extra, _probe_of(module)
     layer_buffers = dict(launch.buffers)
@@ -212,7 +211,7 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
         buffers[name] = FrameBuffer(name, _file(name), None, "uint32", layer, (), "probe")
         layer_buffers[name] = Buffer(name, _file(name), "out", dtype="uint32")
         extra = extra + (Field("buffer", 0, buffer=name),)
-    replaced = _with(launch, module=f"{layer}.replaced{module.suffix}", buffers=layer_buffers, extra=extra)
+    replaced = _with(launch, module=f"{layer}.replaced.{kind}", buffers=layer_buffers, extra=extra)
     layers = tuple(FrameLayer(lyr.layer, replaced) if lyr.layer == layer else lyr for lyr in frame.layers)
     new = Frame(frame.frame, frame.final, buffers, layers, layer if resume is not None else None,
                 REFERENCE_DIR if resume is not None else None)

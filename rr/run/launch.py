@@ -57,6 +57,48 @@ class LaunchError(InvalidInput):
 ERROR_FILE = "launch.error.json"  # a launch directory that stands for a launch that could not be made
 
 
+ELF_MAGIC = b"\x7fELF"
+
+
+def module_kind(image: bytes, where: str | Path) -> str:
+    """What a module's bytes are — "cubin" (ELF), "fatbin" or "ptx" (text) —, read from the bytes,
+    not the file's name; LaunchError for an empty file (status no_module: a refused splice or a
+    failed compile leaves one, for pipelines) and for bytes that are none of the three."""
+    from rr.corpus.fatbin import MAGIC_BYTES
+
+    if not image:
+        raise LaunchError(f"{where}: an empty module file, nothing to load (rr splice --record leaves one for a "
+                          "refused splice, rr compile --record for a failed compile: their records say why)",
+                          "no_module")
+    if image.startswith(ELF_MAGIC):
+        return "cubin"
+    if image.startswith(MAGIC_BYTES):
+        return "fatbin"
+    nul = image.rstrip(b"\0").find(0)
+    if nul >= 0:
+        raise LaunchError(f"{where}: not a module: neither a cubin (ELF), a fatbin, nor PTX text (a NUL byte "
+                          f"at offset {nul})")
+    return "ptx"
+
+
+def module_image(path: str | Path) -> bytes:
+    """A module file's bytes as the driver's moduleLoadData takes them: a cubin or fatbin as it is,
+    PTX text with the NUL that ends a C string (the driver reads PTX up to it)."""
+    image = Path(path).read_bytes()
+    if module_kind(image, path) == "ptx" and not image.endswith(b"\0"):
+        image += b"\0"
+    return image
+
+
+def check_module(path: str | Path) -> str:
+    """The kind of a module file given to replace a launch's (rr relaunch --module); LaunchError
+    if there is none to load."""
+    path = Path(path)
+    if not path.is_file():
+        raise LaunchError(f"{path}: no such module file")
+    return module_kind(path.read_bytes(), path)
+
+
 @dataclass(frozen=True)
 class Field:
     kind: str
@@ -362,15 +404,14 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
 
     src, module, out = Path(src), Path(module), Path(out)
     launch = read_launch(src)
-    if not module.is_file():
-        raise LaunchError(f"{module}: no such module file")
+    kind = check_module(module)  # named by what it holds, which PreparedLaunch loads it as
     buffers, extra, probe = dict(launch.buffers), launch.extra, _probe_of(module)
     if probe:
         blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
         buffers["probe"] = Buffer("probe", "probe.npy", "out", dtype="uint32")
         extra = extra + (Field("buffer", 0, buffer="probe"),)
-    moved = Launch(launch.entry, "kernel" + module.suffix, launch.grid, launch.block, launch.fields,
+    moved = Launch(launch.entry, f"kernel.{kind}", launch.grid, launch.block, launch.fields,
                    buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
     with atomic_dir(out, inputs=(src, module)) as tmp:
         for b in launch.buffers.values():

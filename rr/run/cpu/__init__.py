@@ -20,7 +20,7 @@ from rr import numerics as nx
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op
-from rr.run.launch import load_buffers, param_images, read_launch
+from rr.run.launch import load_buffers, module_kind, param_images, read_launch
 
 MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory
 
@@ -66,8 +66,9 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     from rr.ptx.parser import read_text
 
     t0 = time.perf_counter()
-    if launch.module.endswith(".cubin"):
-        raise CpuUnsupported(f"{module}: the cpu backend runs PTX, not a cubin")
+    kind = module_kind(Path(module).read_bytes(), module)
+    if kind != "ptx":
+        raise CpuUnsupported(f"{module}: the cpu backend runs PTX, not a {kind}")
     program, ctx = prepare(read_text(module), launch.entry)
 
     handles, buffers, images = {}, [], []
