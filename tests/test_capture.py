@@ -167,6 +167,9 @@ def test_a_buffer_shared_by_two_launches_is_captured_as_each_found_it(engine):
     assert (np.load(second / "p0.npy") == out_after).all()  # launch 1 reads what launch 0 wrote
     written = np.load(second / "after/p8.npy").view(np.uint32)
     assert (written == out_after[64:].view(np.uint32) + 5).all()
+    # found as the last captured launch left it: its file is that launch's, not written again
+    assert (second / "p0.npy").stat().st_ino == (first / "after/p40.npy").stat().st_ino
+    assert index(cap)["launches"][1]["bytes_written"] < index(cap)["launches"][1]["bytes_copied"] // 2
 
 
 def test_a_program_that_reaches_the_driver_as_cudart_does_is_captured(fake, tmp_path):

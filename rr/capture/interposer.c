@@ -200,6 +200,9 @@ static struct seen *seen; static size_t nseen, capseen;
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { size_t c_ = (cap) ? 2 * (cap) : 64; void *p_ = realloc((arr), c_ * sizeof *(arr)); if (!p_) abort(); (arr) = p_; (cap) = c_; } } while (0)
 
 static void write_counts(void);
+static void forget_host_copies(void);
+static void release_host_copies(void);
+static void set_host_limit(void);
 
 static void setup(void) {  /* under the lock; again in a forked child */
     pid_t pid = getpid();
@@ -208,6 +211,7 @@ static void setup(void) {  /* under the lock; again in a forked child */
     state_pid = pid;
     launch_seq = match_seq = captured = 0;
     nseen = 0;
+    forget_host_copies();  /* a forked child's: the parent's pinned buffers are not its own */
     const char *dir = getenv("RR_CAPTURE_DIR");
     enabled = dir && *dir && strlen(dir) < PATH_MAX - 64;
     if (!enabled) return;
@@ -232,6 +236,7 @@ static void setup(void) {  /* under the lock; again in a forked child */
             r = *end == ',' ? end + 1 : NULL;
         }
         atexit(write_counts);
+        set_host_limit();
     }
 }
 
@@ -306,6 +311,7 @@ static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEP
 /* capturing stops for good after a failed write: the reason goes to stderr and stopped.txt */
 static void stop(const char *why) {
     enabled = 0;
+    release_host_copies();
     fprintf(stderr, "rr capture: %s; capture stopped after %llu launches\n", why, captured);
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/stopped.txt", procdir);
@@ -485,8 +491,10 @@ static CUresult real_launch(const struct launch_args *a) {
 
 static const char *API_NAMES[] = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"};
 
-struct buf { CUdeviceptr base; size_t size; int how; unsigned char *before; int changed; };
-struct arr { CUarray h; CUDA_ARRAY3D_DESCRIPTOR d; size_t bytes, elem; unsigned char *before; int changed; int ok; };
+struct host { unsigned char *p; size_t cap; int pinned; };  /* a host buffer (page-locked or not) */
+/* before: the copy made before the launch; after: the one made after it, when it differs */
+struct buf { CUdeviceptr base; size_t size; int how; struct host before, after; int changed; };
+struct arr { CUarray h; CUDA_ARRAY3D_DESCRIPTOR d; size_t bytes, elem; struct host before, after; int changed; int ok; };
 struct ref { size_t offset; unsigned long long value; int kind; int index; };  /* kind 0 buffer, 1 texture, 2 surface, 3 unresolved object */
 
 static const char *entry_name(CUfunction f, void **owner) {
@@ -561,6 +569,114 @@ static double now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
+
+
+/* ---- host copies ----
+ * A launch's copies go into host buffers that are kept for the launches after it: page-locked
+ * (cuMemHostAlloc) where the driver gives them, so that the device-to-host copies run at the bus's
+ * speed and no copy pays for faulting in fresh pages. And each buffer's and array's last captured
+ * state stays in host memory with the file that holds it, so a launch that finds a buffer as the
+ * last captured launch left it (a layer reading what the one before wrote, weights, an input
+ * frame) hard-links that file instead of writing the same bytes again — decided by comparing the
+ * bytes, never by a hash. What is kept between launches is bounded by $RR_CAPTURE_HOST_BYTES
+ * (default: a quarter of the physical memory, at most 8 GiB): beyond it the free buffers go first,
+ * then the least recently used states. */
+struct state { int array; unsigned long long key; size_t bytes; CUDA_ARRAY3D_DESCRIPTOR d; struct host h;
+               char path[PATH_MAX + 64]; unsigned long long used; };
+static struct host *pool; static size_t npool, cappool;  /* free buffers */
+static struct state *states; static size_t nstates, capstates;
+static size_t held, held_limit;  /* bytes of host buffers alive (free, states and in use); the bound */
+static unsigned long long state_clock;
+static CUresult (*p_host_alloc)(void **, size_t, unsigned);
+static CUresult (*p_host_free)(void *);
+
+static void set_host_limit(void) {
+    const char *v = getenv("RR_CAPTURE_HOST_BYTES");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t quarter = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    held_limit = v && *v ? (size_t)strtoull(v, NULL, 10) : (quarter < ((size_t)8 << 30) ? quarter : (size_t)8 << 30);
+}
+
+static struct host host_get(size_t n) {
+    size_t want = n ? n : 1, best = npool;
+    for (size_t i = 0; i < npool; i++)  /* the smallest free buffer that fits and wastes at most half */
+        if (pool[i].cap >= want && pool[i].cap / 2 <= want && (best == npool || pool[i].cap < pool[best].cap)) best = i;
+    if (best < npool) { struct host h = pool[best]; pool[best] = pool[--npool]; return h; }
+    struct host h = {NULL, want, 0};
+    void *p = NULL;
+    if (REAL(p_host_alloc, "cuMemHostAlloc") && p_host_alloc(&p, want, 0) == CUDA_SUCCESS && p) { h.p = p; h.pinned = 1; }
+    else h.p = malloc(want);
+    if (h.p) held += h.cap;
+    return h;
+}
+
+static void host_put(struct host *h) {
+    if (!h->p) return;
+    GROW(pool, npool, cappool);
+    pool[npool++] = *h;
+    h->p = NULL;
+}
+
+static void host_release(struct host h) {
+    if (!h.p) return;
+    held -= h.cap;
+    if (!h.pinned) free(h.p);
+    else if (REAL(p_host_free, "cuMemFreeHost")) p_host_free(h.p);
+}
+
+static struct state *state_of(int array, unsigned long long key, size_t bytes, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    for (size_t i = 0; i < nstates; i++)
+        if (states[i].array == array && states[i].key == key && states[i].bytes == bytes
+            && (!d || memcmp(&states[i].d, d, sizeof *d) == 0)) return &states[i];
+    return NULL;
+}
+
+/* the last captured state of a buffer or array: `*h` (now the state's), in the file `path` */
+static void state_set(int array, unsigned long long key, size_t bytes, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                      struct host *h, const char *path) {
+    struct state *st = state_of(array, key, bytes, d);
+    if (!st) {
+        GROW(states, nstates, capstates);
+        st = &states[nstates++];
+        memset(st, 0, sizeof *st);
+        st->array = array; st->key = key; st->bytes = bytes;
+        if (d) st->d = *d;
+    } else {
+        host_put(&st->h);
+    }
+    st->h = *h;
+    h->p = NULL;
+    st->used = ++state_clock;
+    snprintf(st->path, sizeof st->path, "%s", path);
+}
+
+/* a copy's file: a hard link to the last captured state's file when the bytes are the same */
+static int link_same(const struct state *st, const unsigned char *bytes, size_t n, const char *path) {
+    return st && st->h.p && memcmp(st->h.p, bytes, n) == 0 && link(st->path, path) == 0;
+}
+
+static void trim_host_copies(void) {
+    while (held > held_limit && npool) {
+        size_t big = 0;
+        for (size_t i = 1; i < npool; i++) if (pool[i].cap > pool[big].cap) big = i;
+        host_release(pool[big]);
+        pool[big] = pool[--npool];
+    }
+    while (held > held_limit && nstates) {
+        size_t old = 0;
+        for (size_t i = 1; i < nstates; i++) if (states[i].used < states[old].used) old = i;
+        host_release(states[old].h);
+        states[old] = states[--nstates];
+    }
+}
+
+static void release_host_copies(void) {
+    for (size_t i = 0; i < npool; i++) host_release(pool[i]);
+    for (size_t i = 0; i < nstates; i++) host_release(states[i].h);
+    npool = nstates = 0;
+}
+
+static void forget_host_copies(void) { npool = nstates = 0; held = 0; }
 
 #define MAX_PARAMS 4096
 #define MAX_REFS 4096
@@ -668,23 +784,33 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
     snprintf(path, sizeof path, "%s/before", out.dir); make_dir(&out, path);
     snprintf(path, sizeof path, "%s/after", out.dir); make_dir(&out, path);
     CUresult sync = REAL(p_ctx_sync, "cuCtxSynchronize") ? p_ctx_sync() : 999;
-    size_t copied = 0;
+    size_t copied = 0, written = 0;
+    double copy_ns = 0, write_ns = 0, tc;
     for (size_t i = 0; i < nbufs && !out.failed; i++) {
-        bufs[i].before = malloc(bufs[i].size ? bufs[i].size : 1);
-        if (!bufs[i].before) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
-        if (!REAL(p_dtoh, "cuMemcpyDtoH_v2") || p_dtoh(bufs[i].before, bufs[i].base, bufs[i].size) != CUDA_SUCCESS)
+        bufs[i].before = host_get(bufs[i].size);
+        if (!bufs[i].before.p) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
+        tc = now_ns();
+        if (!REAL(p_dtoh, "cuMemcpyDtoH_v2") || p_dtoh(bufs[i].before.p, bufs[i].base, bufs[i].size) != CUDA_SUCCESS)
             { problem = "a buffer could not be copied (cuMemcpyDtoH failed)"; }
+        copy_ns += now_ns() - tc;
         copied += bufs[i].size;
         size_t shape[1] = {bufs[i].size};
         snprintf(path, sizeof path, "%s/before/b%zu.npy", out.dir, i);
-        write_npy(&out, path, "|u1", shape, 1, bufs[i].before, bufs[i].size);
+        tc = now_ns();
+        if (!link_same(state_of(0, bufs[i].base, bufs[i].size, NULL), bufs[i].before.p, bufs[i].size, path)) {
+            write_npy(&out, path, "|u1", shape, 1, bufs[i].before.p, bufs[i].size);
+            written += bufs[i].size;
+        }
+        write_ns += now_ns() - tc;
     }
     for (size_t i = 0; i < narrs && !out.failed; i++) {
         struct arr *x = &arrs[i];
         if (!x->ok) continue;
-        x->before = malloc(x->bytes ? x->bytes : 1);
-        if (!x->before) { fail(&out, "host memory for an array copy", ENOMEM); break; }
-        if (copy_array(x, x->before) != CUDA_SUCCESS) { problem = "an array could not be copied (cuMemcpy2D/3D failed)"; }
+        x->before = host_get(x->bytes);
+        if (!x->before.p) { fail(&out, "host memory for an array copy", ENOMEM); break; }
+        tc = now_ns();
+        if (copy_array(x, x->before.p) != CUDA_SUCCESS) { problem = "an array could not be copied (cuMemcpy2D/3D failed)"; }
+        copy_ns += now_ns() - tc;
         copied += x->bytes;
     }
     t1 = now_ns();
@@ -696,37 +822,55 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
         remove_tree(out.dir);
         goto done;
     }
-    unsigned char *scratch = NULL;
     for (size_t i = 0; i < nbufs && !out.failed; i++) {
-        scratch = malloc(bufs[i].size ? bufs[i].size : 1);
-        if (!scratch) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
-        if (!p_dtoh || p_dtoh(scratch, bufs[i].base, bufs[i].size) != CUDA_SUCCESS) problem = "a buffer could not be copied after the launch";
-        bufs[i].changed = memcmp(scratch, bufs[i].before, bufs[i].size) != 0;
+        struct buf *b = &bufs[i];
+        b->after = host_get(b->size);
+        if (!b->after.p) { fail(&out, "host memory for a buffer copy", ENOMEM); break; }
+        tc = now_ns();
+        if (!p_dtoh || p_dtoh(b->after.p, b->base, b->size) != CUDA_SUCCESS) problem = "a buffer could not be copied after the launch";
+        copy_ns += now_ns() - tc;
+        b->changed = memcmp(b->after.p, b->before.p, b->size) != 0;
+        if (!b->changed) host_put(&b->after);
         char src[PATH_MAX + 128];
         snprintf(src, sizeof src, "%s/before/b%zu.npy", out.dir, i);
         snprintf(path, sizeof path, "%s/after/b%zu.npy", out.dir, i);
-        size_t shape[1] = {bufs[i].size};
-        if (bufs[i].changed || link(src, path) != 0) write_npy(&out, path, "|u1", shape, 1, scratch, bufs[i].size);
-        free(scratch); scratch = NULL;
+        size_t shape[1] = {b->size};
+        tc = now_ns();
+        if (b->changed || link(src, path) != 0) {
+            write_npy(&out, path, "|u1", shape, 1, b->changed ? b->after.p : b->before.p, b->size);
+            written += b->size;
+        }
+        write_ns += now_ns() - tc;
     }
     for (size_t i = 0; i < narrs && !out.failed; i++) {
         struct arr *x = &arrs[i];
         if (!x->ok) continue;
-        scratch = malloc(x->bytes ? x->bytes : 1);
-        if (!scratch) { fail(&out, "host memory for an array copy", ENOMEM); break; }
-        if (copy_array(x, scratch) != CUDA_SUCCESS) problem = "an array could not be copied after the launch";
-        x->changed = memcmp(scratch, x->before, x->bytes) != 0;
+        x->after = host_get(x->bytes);
+        if (!x->after.p) { fail(&out, "host memory for an array copy", ENOMEM); break; }
+        tc = now_ns();
+        if (copy_array(x, x->after.p) != CUDA_SUCCESS) problem = "an array could not be copied after the launch";
+        copy_ns += now_ns() - tc;
+        x->changed = memcmp(x->after.p, x->before.p, x->bytes) != 0;
+        if (!x->changed) host_put(&x->after);
         size_t fb, shape[4], nd = 0;
         const char *descr = format_descr(x->d.Format, &fb);
         if (x->d.Depth) shape[nd++] = x->d.Depth;
         if (x->d.Height) shape[nd++] = x->d.Height;
         shape[nd++] = x->d.Width;
         shape[nd++] = x->d.NumChannels;
-        snprintf(path, sizeof path, "%s/before/a%zu.npy", out.dir, i);
-        write_npy(&out, path, descr, shape, (int)nd, x->before, x->bytes);
+        char src[PATH_MAX + 128];
+        snprintf(src, sizeof src, "%s/before/a%zu.npy", out.dir, i);
+        tc = now_ns();
+        if (!link_same(state_of(1, (unsigned long long)(uintptr_t)x->h, x->bytes, &x->d), x->before.p, x->bytes, src)) {
+            write_npy(&out, src, descr, shape, (int)nd, x->before.p, x->bytes);
+            written += x->bytes;
+        }
         snprintf(path, sizeof path, "%s/after/a%zu.npy", out.dir, i);
-        write_npy(&out, path, descr, shape, (int)nd, scratch, x->bytes);
-        free(scratch); scratch = NULL;
+        if (x->changed || link(src, path) != 0) {
+            write_npy(&out, path, descr, shape, (int)nd, x->changed ? x->after.p : x->before.p, x->bytes);
+            written += x->bytes;
+        }
+        write_ns += now_ns() - tc;
     }
     t3 = now_ns();
     snprintf(path, sizeof path, "%s/params.bin", out.dir);
@@ -779,22 +923,35 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
                     td.filterMode, td.flags);
             first = 0;
         }
-        fprintf(f, "], \"bytes_copied\": %zu, \"times_ns\": {\"before\": %.0f, \"launch\": %.0f, \"after\": %.0f}}\n",
-                2 * copied, t1 - t0, t2 - t1, t3 - t2);
+        fprintf(f, "], \"bytes_copied\": %zu, \"bytes_written\": %zu, \"times_ns\": {\"before\": %.0f, \"launch\": %.0f, "
+                   "\"after\": %.0f, \"copies\": %.0f, \"writes\": %.0f}}\n",
+                2 * copied, written, t1 - t0, t2 - t1, t3 - t2, copy_ns, write_ns);
         if (ferror(f)) fail(&out, path, errno ? errno : EIO);
         if (fclose(f) != 0) fail(&out, path, errno);
     }
     if (!out.failed && rename(out.dir, final) != 0) fail(&out, final, errno);
     if (out.failed) {
         remove_tree(out.dir);
-        stop(out.why);
     } else {
         captured++;
+        /* what each buffer and array now holds, and the file that holds it, for the next launches */
+        for (size_t i = 0; i < nbufs; i++) {
+            snprintf(path, sizeof path, "%s/after/b%zu.npy", final, i);
+            state_set(0, bufs[i].base, bufs[i].size, NULL, bufs[i].changed ? &bufs[i].after : &bufs[i].before, path);
+        }
+        for (size_t i = 0; i < narrs; i++) {
+            if (!arrs[i].ok) continue;
+            snprintf(path, sizeof path, "%s/after/a%zu.npy", final, i);
+            state_set(1, (unsigned long long)(uintptr_t)arrs[i].h, arrs[i].bytes, &arrs[i].d,
+                      arrs[i].changed ? &arrs[i].after : &arrs[i].before, path);
+        }
     }
 done:
-    for (size_t i = 0; i < nbufs; i++) free(bufs[i].before);
-    for (size_t i = 0; i < narrs; i++) free(arrs[i].before);
+    for (size_t i = 0; i < nbufs; i++) { host_put(&bufs[i].before); host_put(&bufs[i].after); }
+    for (size_t i = 0; i < narrs; i++) { host_put(&arrs[i].before); host_put(&arrs[i].after); }
     free(bufs); free(arrs); free(block);
+    if (out.failed) stop(out.why);
+    else trim_host_copies();
     return result;
 }
 

@@ -220,5 +220,5 @@ def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
         "grid": record["grid"], "block": record["block"], "shared_bytes": record["shared_bytes"],
         "stream": record["stream"], "params_source": record["params_source"], "params_size": record["params_size"],
         "params": record["params"], "layout": d.launch.layout if d.launch else None, "buffers": list(d.buffers),
-        "bytes_copied": record["bytes_copied"], "times_ns": record["times_ns"],
+        "bytes_copied": record["bytes_copied"], "bytes_written": record["bytes_written"], "times_ns": record["times_ns"],
     }

@@ -7,12 +7,23 @@
  *                    the interposer does not see it (found through cuMemGetAddressRange)
  *   2 rr_cap_list    (cuLaunchKernel) reads what launch 1 wrote
  * then exits 0. SCENARIO `exit` exits with status 3 after launch 1; `crash` launches
- * rr_cap_crash after launch 0, whose fake launch aborts the program. */
+ * rr_cap_crash after launch 0, whose fake launch aborts the program; `fill FILE` fills the file
+ * system of FILE after launch 0 (a disk that another writer fills mid-capture) and removes FILE
+ * before it exits; `fill-keep FILE` leaves it there.
+ *
+ *   fake_app bench KERNELS.ptx WIDTH HEIGHT ITERATIONS
+ * is capture_app's shape for benchmarks/capture_overhead.py --fake: per iteration rr_cap_struct on
+ * 16 bytes per pixel in and out and a WIDTHxHEIGHT texture and surface, then rr_cap_list on its
+ * output, each iteration's milliseconds printed. */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 
@@ -53,24 +64,93 @@ static char *read_file(const char *path) {
     return text;
 }
 
-static CUarray rgba16f_array(uint16_t first) {
-    CUDA_ARRAY_DESCRIPTOR d = {W, H, 0x10, 4};  /* CU_AD_FORMAT_HALF, 4 channels */
+static CUarray rgba16f_array(uint16_t first, size_t w, size_t h) {
+    CUDA_ARRAY_DESCRIPTOR d = {w, h, 0x10, 4};  /* CU_AD_FORMAT_HALF, 4 channels */
     CUarray a;
     check(cuArrayCreate_v2(&a, &d), "cuArrayCreate");
-    uint16_t texels[H][W][4];
-    for (int i = 0; i < H * W * 4; i++) ((uint16_t *)texels)[i] = (uint16_t)(first + 3 * i);  /* finite halves */
+    uint16_t *texels = malloc(w * h * 8);
+    if (!texels) exit(12);
+    for (size_t i = 0; i < h * w * 4; i++) texels[i] = (uint16_t)(first + 3 * (i & 0xfff));  /* finite halves */
     CUDA_MEMCPY2D c;
     memset(&c, 0, sizeof c);
-    c.srcMemoryType = 1; c.srcHost = texels; c.srcPitch = W * 8;
+    c.srcMemoryType = 1; c.srcHost = texels; c.srcPitch = w * 8;
     c.dstMemoryType = 3; c.dstArray = a;
-    c.WidthInBytes = W * 8; c.Height = H;
+    c.WidthInBytes = w * 8; c.Height = h;
     check(cuMemcpy2D_v2(&c), "cuMemcpy2D");
+    free(texels);
     return a;
 }
 
+/* rr_cap_struct's 136-byte block: n and scale 3 at 0, in at 8, a cookie at 16, out at 40, a
+ * texture (made here, texels from 0x3c00) at 88, a surface (from 0x2000) at 112, w and h at 128 */
+static void engine_block(unsigned char *block, uint32_t n, CUdeviceptr in, CUdeviceptr out, uint32_t w, uint32_t h) {
+    CUDA_RESOURCE_DESC res;
+    memset(&res, 0, sizeof res);
+    res.res.array.hArray = rgba16f_array(0x3c00, w, h);
+    CUDA_TEXTURE_DESC td;
+    memset(&td, 0, sizeof td);
+    td.addressMode[0] = td.addressMode[1] = td.addressMode[2] = 1;  /* clamp, point sampling, unnormalised */
+    CUtexObject tex, surf;
+    check(cuTexObjectCreate(&tex, &res, &td, NULL), "cuTexObjectCreate");
+    res.res.array.hArray = rgba16f_array(0x2000, w, h);
+    check(cuSurfObjectCreate(&surf, &res), "cuSurfObjectCreate");
+    uint32_t scale = 3;
+    uint64_t cookie = 7;
+    memset(block, 0, 136);
+    memcpy(block + 0, &n, 4); memcpy(block + 4, &scale, 4);
+    memcpy(block + 8, &in, 8); memcpy(block + 16, &cookie, 8);
+    memcpy(block + 40, &out, 8); memcpy(block + 88, &tex, 8); memcpy(block + 112, &surf, 8);
+    memcpy(block + 128, &w, 4); memcpy(block + 132, &h, 4);
+}
+
+/* writes to `path` until its file system is full */
+static void fill(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { perror(path); exit(13); }
+    static char zeros[4096];
+    while (write(fd, zeros, sizeof zeros) > 0) {}
+    if (errno != ENOSPC) { perror(path); exit(13); }
+    close(fd);
+}
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static int bench(CUfunction fstruct, CUfunction flist, uint32_t w, uint32_t h, int iterations) {
+    uint32_t n = w * h * 4, add = 5;
+    CUdeviceptr in, out, other;
+    check(cuMemAlloc_v2(&in, (size_t)n * 4), "cuMemAlloc");
+    check(cuMemAlloc_v2(&out, (size_t)n * 4), "cuMemAlloc");
+    check(cuMemAlloc_v2(&other, (size_t)n * 4), "cuMemAlloc");
+    uint32_t *host = malloc((size_t)n * 4);
+    if (!host) exit(12);
+    for (uint32_t i = 0; i < n; i++) host[i] = 7u * i + 1u;
+    check(cuMemcpyHtoD_v2(in, host, (size_t)n * 4), "cuMemcpyHtoD");
+    unsigned char block[136];
+    engine_block(block, n, in, out, w, h);
+    void *p0[] = {block}, *p1[] = {&out, &other, &n, &add};
+    unsigned blocks = n < 256 ? 1 : n / 256;
+    for (int it = 0; it < iterations; it++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        check(cuLaunchKernel(fstruct, blocks, 1, 1, 256, 1, 1, 0, NULL, p0, NULL), "launch struct");
+        check(cuLaunchKernel(flist, blocks, 1, 1, 256, 1, 1, 0, NULL, p1, NULL), "launch list");
+        printf("fake_app: iteration %d: %.3f ms\n", it, ms_since(&t0));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: fake_app engine|exit|crash KERNELS.ptx\n"); return 64; }
-    const char *scenario = argv[1];
+    const char *scenario = argc > 1 ? argv[1] : "";
+    int filling = strcmp(scenario, "fill") == 0 || strcmp(scenario, "fill-keep") == 0;
+    if (!(argc == 3 || (argc == 4 && filling) || (argc == 6 && strcmp(scenario, "bench") == 0))) {
+        fprintf(stderr, "usage: fake_app engine|exit|crash KERNELS.ptx | fill|fill-keep KERNELS.ptx FILE"
+                        " | bench KERNELS.ptx WIDTH HEIGHT ITERATIONS\n");
+        return 64;
+    }
     check(cuInit(0), "cuInit");
     CUmodule m;
     check(cuModuleLoadData(&m, read_file(argv[2])), "cuModuleLoadData");
@@ -78,6 +158,8 @@ int main(int argc, char **argv) {
     check(cuModuleGetFunction(&fstruct, m, "rr_cap_struct"), "cuModuleGetFunction");
     check(cuModuleGetFunction(&flist, m, "rr_cap_list"), "cuModuleGetFunction");
     check(cuModuleGetFunction(&fcrash, m, "rr_cap_crash"), "cuModuleGetFunction");
+    if (strcmp(scenario, "bench") == 0)
+        return bench(fstruct, flist, (uint32_t)atoi(argv[3]), (uint32_t)atoi(argv[4]), atoi(argv[5]));
 
     uint32_t host[N];
     for (int i = 0; i < N; i++) host[i] = 7u * (uint32_t)i + 1u;
@@ -87,27 +169,12 @@ int main(int argc, char **argv) {
     check(cuMemcpyHtoD_v2(in, host, sizeof host), "cuMemcpyHtoD");
     CUdeviceptr out = outbuf + 64;
 
-    CUDA_RESOURCE_DESC res;
-    memset(&res, 0, sizeof res);
-    res.res.array.hArray = rgba16f_array(0x3c00);
-    CUDA_TEXTURE_DESC td;
-    memset(&td, 0, sizeof td);
-    td.addressMode[0] = td.addressMode[1] = td.addressMode[2] = 1;  /* clamp, point sampling, unnormalised */
-    CUtexObject tex, surf;
-    check(cuTexObjectCreate(&tex, &res, &td, NULL), "cuTexObjectCreate");
-    res.res.array.hArray = rgba16f_array(0x2000);
-    check(cuSurfObjectCreate(&surf, &res), "cuSurfObjectCreate");
-
     unsigned char block[136];
-    memset(block, 0, sizeof block);
-    uint32_t n = N, scale = 3, w = W, h = H;
-    uint64_t cookie = 7;
-    memcpy(block + 0, &n, 4); memcpy(block + 4, &scale, 4);
-    memcpy(block + 8, &in, 8); memcpy(block + 16, &cookie, 8);
-    memcpy(block + 40, &out, 8); memcpy(block + 88, &tex, 8); memcpy(block + 112, &surf, 8);
-    memcpy(block + 128, &w, 4); memcpy(block + 132, &h, 4);
+    uint32_t n = N;
+    engine_block(block, n, in, out, W, H);
     void *p0[] = {block};
     check(cuLaunchKernel(fstruct, 1, 1, 1, N, 1, 1, 0, NULL, p0, NULL), "launch 0");
+    if (filling) fill(argv[3]);
 
     if (strcmp(scenario, "crash") == 0) {
         void *pc[] = {&in};
@@ -127,5 +194,6 @@ int main(int argc, char **argv) {
 
     check(cuMemcpyDtoH_v2(host, in, sizeof host), "cuMemcpyDtoH");
     printf("fake_app: in[1] = %u\n", host[1]);
+    if (strcmp(scenario, "fill") == 0) unlink(argv[3]);
     return 0;
 }

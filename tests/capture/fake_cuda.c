@@ -40,6 +40,14 @@ CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; return OK; }  /* kept: addresses
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) { memcpy((void *)(uintptr_t)d, h, n); return OK; }
 CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) { memcpy(h, (void *)(uintptr_t)d, n); return OK; }
 
+/* page-locked host memory: plain host memory here */
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+    (void)flags;
+    *p = malloc(n ? n : 1);
+    return *p ? OK : 2;
+}
+CUresult cuMemFreeHost(void *p) { free(p); return OK; }
+
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
     for (int i = 0; i < nregions; i++)
         if (p >= regions[i].base && p < regions[i].base + regions[i].size) {
@@ -248,7 +256,7 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuFuncGetName), FN(cuFuncGetParamInfo), FN(cuKernelGetParamInfo), FN(cuLaunchKernel), FN(cuLaunchKernelEx),
     FN(cuTexObjectCreate), FN(cuSurfObjectCreate), FN(cuTexObjectGetResourceDesc), FN(cuTexObjectGetTextureDesc),
     FN(cuSurfObjectGetResourceDesc), FN(cuTexObjectDestroy), FN(cuSurfObjectDestroy),
-    {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
+    FN(cuMemHostAlloc), FN(cuMemFreeHost), {"cuMemAlloc", (void *)cuMemAlloc_v2}, {"cuMemFree", (void *)cuMemFree_v2},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2}, {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2},
     {"cuMemGetAddressRange", (void *)cuMemGetAddressRange_v2}, {"cuArrayCreate", (void *)cuArrayCreate_v2},
     {"cuArray3DGetDescriptor", (void *)cuArray3DGetDescriptor_v2}, {"cuMemcpy2D", (void *)cuMemcpy2D_v2},
