@@ -25,7 +25,6 @@ definitions of different sources reach.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import functools
 import re
 from collections import Counter
@@ -81,7 +80,7 @@ class Access:
         """The lane part as the reference document spells it (`16·laneid`, `((laneid<<2)&12)`)."""
         return None if self.lane_bytes is None else lane_text(self.lane_bytes)
 
-    @property
+    @functools.cached_property
     def slab_stride(self) -> int | None:
         for f, c in self.terms:
             if f == (("sreg", "tid.z"),) and isinstance(c, int):
@@ -118,6 +117,10 @@ class Source:
     @property
     def key(self) -> tuple:
         return (self.kind, self.detail)
+
+    def reached_by(self, defs: tuple) -> Source:
+        """This source as the definitions `defs` give it (its lists shared, as a shallow copy's)."""
+        return Source(self.kind, self.detail, self.accesses, self.phase, self.alternatives, defs)
 
 
 @dataclass(frozen=True)
@@ -457,9 +460,10 @@ class Dataflow:
             terms.pop((base,))
             base = f"param+{base[1]}" if base[0] == "param" else f"{space}:{base[1]}"
         const = lanes(terms.pop((), 0))
-        lane_bytes = tuple(x - const[0] for x in const) if any(x != const[0] for x in const) else None
+        offset = const[0]
+        lane_bytes = tuple(x - offset for x in const) if const.count(offset) < LANES else None
         data = ops[0] if parts[0] in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
-        return Access(stmt, space, base, const[0], lane_bytes, tuple(sorted(terms.items())),
+        return Access(stmt, space, base, offset, lane_bytes, tuple(sorted(terms.items())),
                       _bytes(s.opcode, data))
 
     def pointer_base(self, stmt: int) -> str | None:
@@ -594,16 +598,22 @@ class _Tracer:
     def _reached(self, reg: str, reach: tuple) -> Source:
         if not reach:
             return Source("input")
-        return _combine([dataclasses.replace(self.definition(reg, d, 0), defs=(d,)) for d in reach])
+        return _combine([self.definition(reg, d, 0).reached_by((d,)) for d in reach])
 
     def definition(self, reg: str, stmt: int, depth: int) -> Source:
         if stmt == UNDEFINED:
             return Source("input")
         key = (reg, stmt)
-        if key not in self._memo:
-            self._memo[key] = Source("computed", self.epilogues.of(stmt))  # cycles: computed
-            self._memo[key] = self._trace(reg, stmt, depth)
-        return self._memo[key]
+        found = self._memo.get(key)
+        if found is None:
+            self._memo[key] = _TRACING
+            found = self._memo[key] = self._trace(reg, stmt, depth)
+        elif found is _TRACING:  # a cycle back to a definition being traced: what it computes
+            return self._computed(stmt)
+        return found
+
+    def _computed(self, stmt: int) -> Source:
+        return Source("computed", self.epilogues.of(stmt))
 
     def descriptor(self, reg: str, at: int) -> Source:
         """A wgmma matrix descriptor: the shared variables its computation starts from."""
@@ -641,24 +651,25 @@ class _Tracer:
         flow = self.flow
         s = flow.statements[stmt - 1]
         op = s.opcode
-        here = Source("computed", self.epilogues.of(stmt))
-        if stmt in self.phase_of:
-            return Source("D", f"phase {self.phase_of[stmt]}", phase=self.phase_of[stmt])
+        phase = self.phase_of.get(stmt)
+        if phase is not None:
+            return Source("D", f"phase {phase}", phase=phase)
         if op.startswith(("wmma.load", "ldmatrix")):  # a warp's fragment load: its layout is the instruction's
             acc = flow.access(stmt)
             if acc is not None and acc.space == "shared" or op.startswith("ldmatrix"):
                 return Source("shared", self._staged(stmt, acc, depth), [acc] if acc else [])
-            return Source("weight", acc.base or "?", [acc]) if acc is not None else here
+            return Source("weight", acc.base or "?", [acc]) if acc is not None else self._computed(stmt)
         if op.startswith("ld."):
             acc = flow.access(stmt)
             if op.startswith("ld.shared") or (acc is not None and acc.space == "shared"):
                 return Source("shared", self._staged(stmt, acc, depth), [acc] if acc else [])
             if acc is None:
-                return here
+                return self._computed(stmt)
             if acc.space == "param":
                 return Source("input", "", [acc])
             kind = "weight" if acc.lane_linear else "table"
             return Source(kind, acc.base or "?", [acc])
+        here = self._computed(stmt)
         ops = flow.operands(stmt)
         if op.startswith("mov.") and not s.uses and len(ops) == 2 and isinstance(ops[1], Imm):
             return Source("zero") if ops[1].value == 0 else here
@@ -717,6 +728,9 @@ class _Tracer:
                 reach = flow.reaching(r.name, st)
                 found.add(str(_combine([self.definition(r.name, d, depth + 1) for d in reach])))
         return " + ".join(sorted(found))
+
+
+_TRACING = Source("tracing")  # a definition's memo entry while its trace is under way
 
 
 def _packed(src: Source, transpose: bool) -> Source:

@@ -16,8 +16,9 @@ class NothingToDescribe(ValueError):
     pass
 
 
-def describe(statements: list[Statement], entry: str, grouping: str = "run", cfg=None) -> tuple[list[Phase], list[Epilogue]]:
-    phases = find_phases(statements, grouping, cfg)
+def describe(statements: list[Statement], entry: str, grouping: str = "run", cfg=None,
+             operands=None) -> tuple[list[Phase], list[Epilogue]]:
+    phases = find_phases(statements, grouping, cfg, operands)
     if not phases:
         raise NothingToDescribe(f"{entry}: no mma statements in its {len(statements)} statements, "
                                 "so it has no phases to describe")
@@ -44,7 +45,7 @@ def spec_json(function, statements: list[Statement] | None = None, grouping: str
     """DESIGN §3's description of one entry (`grouping`: see `rr.describe.phases`)."""
     flow = Dataflow(function, statements, module)
     statements, entry, block_z = flow.statements, function.name, flow.block_z
-    phases, epilogues = describe(statements, entry, grouping, flow.cfg)
+    phases, epilogues = describe(statements, entry, grouping, flow.cfg, flow.operands)
     sources = operand_sources(flow, phases, epilogues)
     weights = weight_image(sources)
     summaries = [summarise_epilogue(flow, e, weights) for e in epilogues]

@@ -9,10 +9,10 @@ highest byte any load reads relative to it (the extent) — the weight image's i
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
-
-import struct
 
 from rr.describe.phases import Epilogue
 from rr.describe.provenance import Dataflow
@@ -27,7 +27,10 @@ class EpilogueSummary:
     name: str = ""
 
 
-def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -> str | None:
+@functools.lru_cache(maxsize=None)
+def _opcode_traffic(opcode: str) -> str | None:
+    """The kind of traffic an opcode makes ("global loads" to be told apart by the address); a
+    memo, as a kernel repeats a few dozen opcodes over thousands of statements."""
     if opcode.startswith("tex."):
         return "texture reads"
     if opcode.startswith("sust."):
@@ -41,13 +44,20 @@ def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -
     if opcode.startswith("st.global") or opcode.startswith("st.weak.global"):
         return "global stores"
     if opcode.startswith(("ld.global", "ld.weak.global", "ld.volatile.global")):
+        return "global loads"
+    return None
+
+
+def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -> str | None:
+    kind = _opcode_traffic(opcode)
+    if kind == "global loads":
         acc = flow.access(stmt)
         if weights is not None and acc is not None and acc.base is not None and acc.base != weights:
             return "global loads"  # through another pointer than the weight image's (the input image)
         if acc is not None and acc.lane_bytes is not None and not acc.lane_linear:
             return "table loads"
         return "weight loads"
-    return None
+    return kind
 
 
 def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: str | None = None) -> EpilogueSummary:

@@ -18,6 +18,7 @@ that depends only on the lane is computed exactly, lane by lane, with the instru
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Union
 
@@ -38,7 +39,7 @@ def lanes(c: Coef) -> tuple:
 
 
 def _norm(c: Coef) -> Coef:
-    if isinstance(c, tuple) and all(v == c[0] for v in c):
+    if isinstance(c, tuple) and c.count(c[0]) == len(c):
         return c[0]
     return c
 
@@ -47,7 +48,7 @@ def cmap(f, *cs: Coef) -> Coef:
     """Apply f lane by lane (uniform in, uniform out)."""
     if all(not isinstance(c, tuple) for c in cs):
         return f(*cs)
-    return _norm(tuple(f(*vals) for vals in zip(*(lanes(c) for c in cs))))
+    return _norm(tuple(map(f, *map(lanes, cs))))
 
 
 def _is_zero(c: Coef) -> bool:
@@ -89,13 +90,15 @@ class Value:
         return {x for f, _ in self.terms for x in f}
 
     def plus(self, other: "Value", sign: int = 1) -> "Value":
+        """self + other, or self − other for sign −1."""
         if not other.terms:
             return self
+        add = operator.add if sign == 1 else operator.sub if sign == -1 else lambda x, y: x + sign * y
         out = dict(self.terms)
         for f, c in other.terms:
             a = out.get(f, 0)
             # uniform coefficients (nearly all of them) without the per-lane machinery
-            out[f] = a + sign * c if type(a) is int and type(c) is int else cmap(lambda x, y: x + sign * y, a, c)
+            out[f] = a + sign * c if type(a) is int and type(c) is int else cmap(add, a, c)
         return Value.of(out)
 
     def scaled(self, c: Coef) -> "Value":

@@ -101,6 +101,9 @@ def successors(function: Function, statements: list, labels: dict[str, int] | No
     out: list[list[int]] = []
     for s in statements:
         base = s.opcode.split(".", 1)[0]
+        if base not in _TRANSFERS:
+            out.append([s.stmt + 1])  # most statements: on to the next (the last one to the exit)
+            continue
         guarded = s.guard is not None
         if base == "bra":
             nexts = [labels[t] for t in _targets(s.text) if t in labels]
@@ -111,10 +114,11 @@ def successors(function: Function, statements: list, labels: dict[str, int] | No
             nexts = (targets or list(labels.values())) + ([s.stmt + 1] if guarded else [])
         elif base in ("ret", "exit", "trap"):
             nexts = [s.stmt + 1 if guarded else n + 1]
-        else:
-            nexts = [s.stmt + 1]
         out.append(sorted({min(t, n + 1) for t in nexts}))
     return out
+
+
+_TRANSFERS = frozenset(("bra", "brx", "ret", "exit", "trap"))
 
 
 def _targets(text: str) -> list[str]:
