@@ -602,9 +602,9 @@ def cmd_capture(args) -> int:
         entries = sorted({e["entry"] for e in result.launches})
         print(f"{args.output}: {len(result.launches)} launches captured ({', '.join(entries)}); "
               f"{program[0]} exited with status {result.exit_status}")
-    if result.error:
+    if result.error:  # a program that failed itself keeps its status; else 2, rr's own failure
         print(f"rr: error: {result.error}", file=sys.stderr)
-        return 2
+        return result.exit_status or 2
     return result.exit_status
 
 
@@ -895,21 +895,28 @@ def entry() -> int:
     imports pandas — 0.5–1 s, half of a small command's time — the first time it builds an array
     whenever pandas is installed (Snakemake's install brings it), to ask whether the data is a
     pandas object. No rr command but `report` gives pyarrow pandas objects or uses pandas, so for
-    the others the process says pandas is absent. (Not in main(): tests call that in-process.)"""
+    the others the process says pandas is absent. Likewise numpy for `rr spec`, which uses none
+    and reads a corpus's index with pyarrow, which imports numpy when it can (0.1 s, an eighth
+    of the command's time on the widest layer). (Not in main(): tests call that in-process.)"""
     argv = sys.argv[1:]
-    if "report" not in argv[:1] and "pandas" not in sys.modules:
-        sys.meta_path.insert(0, _WithoutPandas())
+    absent = tuple(name for name, unused in (("pandas", argv[:1] != ["report"]), ("numpy", argv[:1] == ["spec"]))
+                   if unused and name not in sys.modules)
+    if absent:
+        sys.meta_path.insert(0, _Without(absent))
     return main(argv)
 
 
-class _WithoutPandas:
-    """A meta path finder for which pandas is not installed (pyarrow takes the ImportError as
-    that). Not `sys.modules["pandas"] = None`: Cython's import finds that None and uses it."""
+class _Without:
+    """A meta path finder for which the named packages are not installed (pyarrow takes the
+    ImportError as that). Not `sys.modules["pandas"] = None`: Cython's import finds that None
+    and uses it."""
+
+    def __init__(self, names: tuple):
+        self.names = names
 
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"No module named {name!r} (rr commands but report run without it)",
-                                      name=name)
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r} (not used by this rr command)", name=name)
         return None
 
 

@@ -236,17 +236,66 @@ def test_a_program_that_crashes_in_a_launch_keeps_the_launches_before_and_not_th
     assert replay_matches_after(launch_dir(cap, 0), tmp_path).returncode == 0
 
 
-def test_a_full_disk_stops_the_capture_with_an_error_and_leaves_only_whole_launches(fake, small_fs):  # noqa: F811
-    fs = small_fs("48k")
-    done = capture(fake, fs / "cap", "fake_app", "engine", str(fake["ptx"]))
-    assert done.returncode == 2 and "No space left on device" in done.stderr and "Traceback" not in done.stderr
-    assert "fake_app: in[1] = 1037" in done.stdout  # the program itself ran on
-    if (fs / "cap").exists():  # the launches completed before the disk filled, each whole
-        for e in index(fs / "cap")["launches"]:
-            launch = read_launch(fs / "cap" / e["dir"])
-            assert all((fs / "cap" / e["dir"] / side / b.file).is_file() for b in launch.buffers.values()
-                       for side in ("", "after"))
-    assert not [p for p in fs.iterdir() if p.name != "cap"]  # no temporary left
+def whole_launches(cap: Path) -> list[str]:
+    """The entries of a capture's launches, each checked whole: launch.json, every buffer file
+    before and after, and nothing left of a temporary anywhere under the capture."""
+    for e in index(cap)["launches"]:
+        launch = read_launch(cap / e["dir"])
+        assert read_launch(cap / e["dir"] / "after") == launch
+        assert all((cap / e["dir"] / side / b.file).is_file() for b in launch.buffers.values() for side in ("", "after"))
+    assert sorted(p.name for p in (cap / "launches").iterdir()) == [f"{i:06d}" for i in range(len(index(cap)["launches"]))]
+    assert not list(cap.rglob("*.tmp")) and not (cap / "raw").exists()
+    return [e["entry"] for e in index(cap)["launches"]]
+
+
+def test_a_disk_that_fills_mid_capture_keeps_the_launches_before_and_names_the_one_that_failed(fake, small_fs):  # noqa: F811
+    fs = small_fs("2m")
+    done = capture(fake, fs / "cap", "fake_app", "engine", str(fake["ptx"]), str(fs / "filler"))  # full after launch 0
+    assert "fake_app: in[1] = 1037" in done.stdout  # the program ran on
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    error = done.stderr.splitlines()[-1]
+    assert error.startswith("rr: error: launch 1 (rr_cap_list, process ") and "launch 1) could not be written (No " \
+        "space left on device); the capture stopped there, " in error and error.endswith("keeps the 1 launch before it, each whole")
+    assert whole_launches(fs / "cap") == ["rr_cap_struct"]
+    assert index(fs / "cap")["stopped"] == error[len("rr: error: "):]
+    assert replay_matches_after(launch_dir(fs / "cap", 0), fs).returncode == 0
+    assert sorted(p.name for p in fs.iterdir()) == ["cap", "replay-000000"]  # no temporary left beside it
+
+
+def test_a_program_that_fails_after_the_disk_filled_keeps_its_own_status(fake, small_fs):  # noqa: F811
+    fs = small_fs("2m")
+    done = capture(fake, fs / "cap", "fake_app", "exit", str(fake["ptx"]), str(fs / "filler"))
+    assert done.returncode == 3 and "rr: error: launch 1 (rr_cap_list" in done.stderr
+    assert whole_launches(fs / "cap") == ["rr_cap_struct"]
+
+
+def test_a_disk_that_stays_full_leaves_whole_launches_or_no_capture_and_says_why(fake, small_fs):  # noqa: F811
+    for size in ("40k", "48k", "56k", "64k", "72k", "2m"):  # the disk fills at each stage of the capture in turn
+        fs = small_fs(size)
+        done = capture(fake, fs / "cap", "fake_app", "engine", str(fake["ptx"]), str(fs / "filler"), "keep")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (size, done.stderr)
+        assert "No space left on device" in done.stderr.splitlines()[-1], (size, done.stderr)
+        if (fs / "cap").exists():
+            assert whole_launches(fs / "cap") in (["rr_cap_struct"], []), size
+        else:
+            assert "no launch is kept: " in done.stderr, (size, done.stderr)
+        assert sorted(p.name for p in fs.iterdir()) in (["cap", "filler"], ["filler"]), size  # no temporary left
+
+
+def test_a_small_disk_keeps_the_first_launches_each_whole(fake, small_fs):  # noqa: F811
+    kept = set()
+    for size in ("32k", "40k", "48k", "56k", "64k", "72k", "96k"):  # the disk fills at each launch in turn
+        fs = small_fs(size)
+        done = capture(fake, fs / "cap", "fake_app", "engine", str(fake["ptx"]))
+        assert "Traceback" not in done.stderr, (size, done.stderr)
+        entries = whole_launches(fs / "cap") if (fs / "cap").exists() else []
+        assert entries == ["rr_cap_struct", "rr_cap_list", "rr_cap_list"][:len(entries)]
+        assert done.returncode == (0 if len(entries) == 3 else 2), (size, done.stderr)
+        if len(entries) < 3:
+            assert f"rr: error: launch {len(entries)} (" in done.stderr, (size, done.stderr)
+        kept.add(len(entries))
+        assert [p.name for p in fs.iterdir()] in (["cap"], []), size
+    assert {1, 2} <= kept  # sizes at which the disk filled after one launch and after two
 
 
 def test_rr_launch_takes_a_layers_launch_from_a_capture_with_the_corpus_module(engine, fake, tmp_path):

@@ -20,7 +20,10 @@
  *   modules/<fnv1a64>.{ptx,cubin,fatbin}   each module image once, named like the corpus's
  *   <pid>/names.txt                        every entry name launched, once, as first launched
  *   <pid>/counts.txt                       at exit: launches per entry name
- *   <pid>/stopped.txt                      why capturing stopped (a write failed: a full disk)
+ *   <pid>/status.txt                       "capturing", or why capturing stopped (a write failed:
+ *                                          a full disk): SEQ, ENTRY (empty: a module), STRERROR,
+ *                                          PATH: WHY, tab-separated (written when the process's
+ *                                          directory is made, so that the reason has its room)
  *   <pid>/NNNNNN/                          launch NNNNNN of the process (0-based, all launches
  *       record.json, params.bin            counted), written as .NNNNNN.tmp and renamed when
  *       before/<b|a><k>.npy, after/...     complete: a crash leaves no partial launch directory
@@ -241,11 +244,12 @@ static void setup(void) {  /* under the lock; again in a forked child */
 }
 
 /* ---- files ---- */
-struct out { char dir[PATH_MAX]; int failed; char why[PATH_MAX + 128]; };
+struct out { char dir[PATH_MAX]; int failed; int err; char why[PATH_MAX + 128]; };
 
 static void fail(struct out *o, const char *path, int err) {
     if (o->failed) return;
     o->failed = 1;
+    o->err = err;
     snprintf(o->why, sizeof o->why, "%s: %s", path, strerror(err));
 }
 
@@ -308,22 +312,39 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* capturing stops for good after a failed write: the reason goes to stderr and stopped.txt */
-static void stop(const char *why) {
+/* capturing stops for good after a failed write (`o`: of launch `seq` of entry `name`, or of a
+ * module when name is NULL): the reason goes to stderr and over status.txt's "capturing", in the
+ * room that takes, so that it is recorded on a full disk too */
+static void stop(const struct out *o, unsigned long long seq, const char *name) {
     enabled = 0;
     release_host_copies();
-    fprintf(stderr, "rr capture: %s; capture stopped after %llu launches\n", why, captured);
+    if (name)
+        fprintf(stderr, "rr capture: launch %llu of process %d (%s) not written: %s; capturing stopped after %llu "
+                        "launches, the program runs on\n", seq, (int)getpid(), name, o->why, captured);
+    else
+        fprintf(stderr, "rr capture: a module not written: %s; capturing stopped after %llu launches, the program "
+                        "runs on\n", o->why, captured);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/stopped.txt", procdir);
+    snprintf(path, sizeof path, "%s/status.txt", procdir);
     FILE *f = fopen(path, "w");
-    if (f) { fprintf(f, "%s\n", why); fclose(f); }
+    if (f) { fprintf(f, "%llu\t%s\t%s\t%s\n", seq, name ? name : "", strerror(o->err), o->why); fclose(f); }
 }
 
 static int ensure_procdir(void) {
     struct out o = {0};
     make_dir(&o, root);
     make_dir(&o, procdir);
-    if (o.failed) { stop(o.why); return 0; }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/status.txt", procdir);
+    struct stat st;
+    if (!o.failed && stat(path, &st) != 0) {  /* a block for the reason capturing may stop: one line */
+        static char line[512];
+        memset(line, ' ', sizeof line - 1);
+        memcpy(line, "capturing", 9);
+        line[sizeof line - 1] = '\n';
+        write_file(&o, path, line, sizeof line);
+    }
+    if (o.failed) { stop(&o, launch_seq, NULL); return 0; }
     return 1;
 }
 
@@ -413,7 +434,7 @@ static void loaded(void *handle, const void *image) {
     snprintf(tmp, sizeof tmp, "%s/.%s.%d.tmp", dir, file, (int)getpid());
     write_file(&o, tmp, b, n);
     if (!o.failed && rename(tmp, path) != 0) fail(&o, path, errno);
-    if (o.failed) { unlink(tmp); if (ensure_procdir()) stop(o.why); }
+    if (o.failed) { unlink(tmp); if (ensure_procdir()) stop(&o, launch_seq, NULL); }
 }
 
 static struct named *named_of(void *h) {
@@ -950,7 +971,7 @@ done:
     for (size_t i = 0; i < nbufs; i++) { host_put(&bufs[i].before); host_put(&bufs[i].after); }
     for (size_t i = 0; i < narrs; i++) { host_put(&arrs[i].before); host_put(&arrs[i].after); }
     free(bufs); free(arrs); free(block);
-    if (out.failed) stop(out.why);
+    if (out.failed) stop(&out, seq, name);
     else trim_host_copies();
     return result;
 }

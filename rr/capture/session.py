@@ -13,10 +13,17 @@ A launch that cannot be replayed faithfully keeps its copies and has `launch.err
 (`unsupported`, the reason) instead of launch.json. The program's exit status is the command's;
 a program that dies mid-capture leaves every launch completed before it (the interposer renames a
 launch's directory into place only when it is whole).
+
+A write that fails (a full disk) stops the capture at that launch: the interposer removes what it
+had written of it and captures no more (the program runs on); here a launch directory that cannot
+be put together is removed and the ones after it are dropped, and when capture.json itself does
+not fit the last launches are dropped until it does. Every launch directory in DIR is whole, the
+launches in it are the first ones in order, and `error` says which launch failed and why.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -110,7 +117,7 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
             result.exit_status = 128 - status if status < 0 else status
             if status < 0:
                 result.notes.append(f"{command[0]} was killed by {signal.Signals(-status).name}")
-            _assemble(raw, tmp, command, kernels, launches, result, time.time() - t0)
+            _assemble(raw, tmp, command, kernels, launches, result, time.time() - t0, Path(output))
             if not result.launches:
                 raise _Nothing()
     except _Nothing:
@@ -133,9 +140,26 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(errors="replace").splitlines() if path.is_file() else []
 
 
-def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureResult, seconds: float) -> None:
+def _stop_record(proc: Path) -> dict | None:
+    """Why the interposer stopped capturing in a process (its status.txt), or None."""
+    line = (_lines(proc / "status.txt") or ["capturing"])[0]
+    if line.strip() == "capturing":
+        return None
+    seq, entry, error, detail = (line.split("\t", 3) + ["", "", ""])[:4]
+    return {"seq": int(seq) if seq.isdigit() else None, "entry": entry, "error": error, "detail": detail}
+
+
+def _stopped_at(index: int, what: str, output: Path) -> str:
+    """The error of a capture that stopped at launch `index` (`what` happened to it)."""
+    kept = (f"{output} keeps the {index} launch{'es' if index != 1 else ''} before it, each whole" if index
+            else f"no launch is kept: {output} is not written")
+    return f"launch {index} {what}; the capture stopped there, {kept}"
+
+
+def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureResult, seconds: float,
+              output: Path) -> None:
     """Move what the interposer wrote into launch directories and write capture.json; the notes
-    say what was not captured and why."""
+    say what was not captured and why, `result.error` where a write failed (a full disk)."""
     processes = _processes(raw)
     modules = tmp / "modules"
     if (raw / "modules").is_dir():
@@ -148,16 +172,30 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
             n, _, name = line.partition(" ")
             counts[name] = int(n)
         names = _lines(proc / "names.txt")
-        stopped = (_lines(proc / "stopped.txt") or [None])[0]
-        if stopped:
-            result.error = f"{stopped}; the {sum(1 for d in proc.iterdir() if d.name.isdigit())} launches completed " \
-                           "before it are kept"
+        stopped = _stop_record(proc)
         for name in names:
             seen[name] = seen.get(name, 0) + counts.get(name, 0)
-        process_rows.append({"pid": int(proc.name), "entries": {n: counts.get(n) for n in names}, "stopped": stopped})
+        process_rows.append({"pid": int(proc.name), "entries": {n: counts.get(n) for n in names},
+                             "stopped": stopped and stopped["detail"]})
         for launch_dir in sorted((d for d in proc.iterdir() if d.name.isdigit()), key=lambda d: int(d.name)):
-            entries.append(_launch(launch_dir, tmp / "launches" / f"{index:06d}", modules, index, int(proc.name)))
+            if result.error:  # the disk filled while assembling: no launch after the one that failed
+                break
+            dest = tmp / "launches" / f"{index:06d}"
+            try:
+                entries.append(_launch(launch_dir, dest, modules, index, int(proc.name)))
+            except OSError as e:
+                shutil.rmtree(dest, ignore_errors=True)  # whole or absent
+                entry = json.loads((launch_dir / "record.json").read_text()).get("entry", "?")
+                result.error = _stopped_at(index, f"({entry}, process {proc.name}'s launch {int(launch_dir.name)}) "
+                                           f"could not be written ({e.strerror or e})", output)
+                break
             index += 1
+        if stopped and not result.error:
+            what = (f"({stopped['entry']}, process {proc.name}'s launch {stopped['seq']}) could not be written"
+                    if stopped["entry"] else f"could not be captured: a module of process {proc.name} could not be "
+                    "written")
+            result.error = _stopped_at(index, f"{what} ({stopped['error']})", output)
+        shutil.rmtree(proc, ignore_errors=True)  # what is left of it is not part of DIR: room for what is
     result.launches = entries
     if not processes:
         result.notes.append(f"{command[0]} made no CUDA driver call that rr hooks (not a CUDA program?): nothing "
@@ -165,7 +203,9 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
         return
     if not entries:
         launched = ", ".join(f"{n} ({c})" if c else n for n, c in seen.items())
-        if not seen:
+        if result.error:
+            pass  # nothing was written whole: the error says why
+        elif not seen:
             result.notes.append(f"{command[0]} launched no kernel: nothing captured")
         elif kernels is not None and launches is None:
             result.notes.append(f"no launch matched --kernels {kernels!r}: nothing captured; the program launched "
@@ -179,15 +219,36 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
             result.notes.append(f"launch {e['index']} ({e['entry']}): {w}")
         if e["status"] != "ok":
             result.notes.append(f"launch {e['index']} ({e['entry']}): not replayable: {e['message']}")
-    from rr.io import json_text
-
-    (tmp / CAPTURE_FILE).write_text(json_text({
+    _write_index(tmp, entries, result, output, lambda kept: {
         "command": list(command), "exit_status": result.exit_status, "kernels": kernels, "launches_selected": launches,
         "seconds": round(seconds, 3), "stopped": result.error,
         "modules": sorted(p.name for p in modules.iterdir()) if modules.is_dir() else [],
-        "processes": process_rows, "launches": entries,
-    }))
+        "processes": process_rows, "launches": kept,
+    })
     shutil.rmtree(raw, ignore_errors=True)
+
+
+def _write_index(tmp: Path, entries: list, result: CaptureResult, output: Path, index_of) -> None:
+    """capture.json of `entries`; on a full disk the last launches are dropped (their directories
+    freed) until it fits. Also reserves the block of the marker that rr.io.atomic_dir writes last,
+    which would otherwise find no room and take the whole capture with it."""
+    from rr.io import MARKER, json_text
+
+    while True:
+        try:
+            (tmp / MARKER).write_text("reserved by rr capture\n")  # rewritten in place by atomic_dir
+            (tmp / CAPTURE_FILE).write_text(json_text(index_of(entries)))
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not entries:
+                raise
+            dropped = entries.pop()
+            shutil.rmtree(tmp / dropped["dir"], ignore_errors=True)
+            result.error = _stopped_at(len(entries), f"({dropped['entry']}) was dropped to make room for "
+                                       f"{CAPTURE_FILE} ({e.strerror})", output)
+            result.launches = entries
+            if not entries:  # nothing is kept: DIR is not written
+                return
 
 
 def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
@@ -199,6 +260,7 @@ def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
     d = describe(record, params)
     dest.mkdir(parents=True)
     os.rename(src / "params.bin", dest / "params.bin")
+    (src / "record.json").unlink()  # its room is launch.json's, on a full disk too
     if d.launch is None:
         for side in ("before", "after"):
             (dest / side).mkdir()
@@ -206,13 +268,13 @@ def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
                 os.rename(src / side / raw_file, dest / side / name)
         (dest / ERROR_FILE).write_text(json.dumps({"status": d.status, "message": d.message}, indent=2) + "\n")
     else:
-        text = json.dumps(d.launch.to_json(), indent=2) + "\n"
         (dest / "after").mkdir()
         for directory, side in ((dest, "before"), (dest / "after", "after")):
             for raw_file, name in d.files.items():
                 os.rename(src / side / raw_file, directory / name)
             link_or_copy(modules / d.launch.module, directory / d.launch.module)
-            (directory / "launch.json").write_text(text)
+        (dest / "launch.json").write_text(json.dumps(d.launch.to_json(), indent=2) + "\n")
+        link_or_copy(dest / "launch.json", dest / "after" / "launch.json")  # the same launch
     return {
         "index": index, "dir": f"launches/{dest.name}", "status": d.status, "message": d.message,
         "warnings": list(d.warnings), "entry": record["entry"], "module": record["module"], "api": record["api"],

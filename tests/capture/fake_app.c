@@ -7,9 +7,10 @@
  *                    the interposer does not see it (found through cuMemGetAddressRange)
  *   2 rr_cap_list    (cuLaunchKernel) reads what launch 1 wrote
  * then exits 0. SCENARIO `exit` exits with status 3 after launch 1; `crash` launches
- * rr_cap_crash after launch 0, whose fake launch aborts the program; `fill FILE` fills the file
- * system of FILE after launch 0 (a disk that another writer fills mid-capture) and removes FILE
- * before it exits; `fill-keep FILE` leaves it there.
+ * rr_cap_crash after launch 0, whose fake launch aborts the program.
+ *   fake_app SCENARIO KERNELS.ptx FILL [keep]
+ * also fills the file system of the file FILL after launch 0 (a disk that another writer fills
+ * mid-capture) and removes FILL before it exits, unless `keep`.
  *
  *   fake_app bench KERNELS.ptx WIDTH HEIGHT ITERATIONS
  * is capture_app's shape for benchmarks/capture_overhead.py --fake: per iteration rr_cap_struct on
@@ -103,8 +104,12 @@ static void engine_block(unsigned char *block, uint32_t n, CUdeviceptr in, CUdev
     memcpy(block + 128, &w, 4); memcpy(block + 132, &h, 4);
 }
 
-/* writes to `path` until its file system is full */
+static const char *on_exit_remove;
+static void remove_fill(void) { if (on_exit_remove) unlink(on_exit_remove); }
+
+/* writes to `path` until its file system is full (removed at exit when on_exit_remove names it) */
 static void fill(const char *path) {
+    atexit(remove_fill);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { perror(path); exit(13); }
     static char zeros[4096];
@@ -145,12 +150,14 @@ static int bench(CUfunction fstruct, CUfunction flist, uint32_t w, uint32_t h, i
 
 int main(int argc, char **argv) {
     const char *scenario = argc > 1 ? argv[1] : "";
-    int filling = strcmp(scenario, "fill") == 0 || strcmp(scenario, "fill-keep") == 0;
-    if (!(argc == 3 || (argc == 4 && filling) || (argc == 6 && strcmp(scenario, "bench") == 0))) {
-        fprintf(stderr, "usage: fake_app engine|exit|crash KERNELS.ptx | fill|fill-keep KERNELS.ptx FILE"
+    int bench_run = strcmp(scenario, "bench") == 0;
+    if (bench_run ? argc != 6 : (argc < 3 || argc > 5 || (argc == 5 && strcmp(argv[4], "keep") != 0))) {
+        fprintf(stderr, "usage: fake_app engine|exit|crash KERNELS.ptx [FILL [keep]]"
                         " | bench KERNELS.ptx WIDTH HEIGHT ITERATIONS\n");
         return 64;
     }
+    const char *filled = !bench_run && argc >= 4 ? argv[3] : NULL;
+    if (filled && argc == 4) on_exit_remove = filled;
     check(cuInit(0), "cuInit");
     CUmodule m;
     check(cuModuleLoadData(&m, read_file(argv[2])), "cuModuleLoadData");
@@ -158,7 +165,7 @@ int main(int argc, char **argv) {
     check(cuModuleGetFunction(&fstruct, m, "rr_cap_struct"), "cuModuleGetFunction");
     check(cuModuleGetFunction(&flist, m, "rr_cap_list"), "cuModuleGetFunction");
     check(cuModuleGetFunction(&fcrash, m, "rr_cap_crash"), "cuModuleGetFunction");
-    if (strcmp(scenario, "bench") == 0)
+    if (bench_run)
         return bench(fstruct, flist, (uint32_t)atoi(argv[3]), (uint32_t)atoi(argv[4]), atoi(argv[5]));
 
     uint32_t host[N];
@@ -174,7 +181,7 @@ int main(int argc, char **argv) {
     engine_block(block, n, in, out, W, H);
     void *p0[] = {block};
     check(cuLaunchKernel(fstruct, 1, 1, 1, N, 1, 1, 0, NULL, p0, NULL), "launch 0");
-    if (filling) fill(argv[3]);
+    if (filled) fill(filled);
 
     if (strcmp(scenario, "crash") == 0) {
         void *pc[] = {&in};
@@ -194,6 +201,5 @@ int main(int argc, char **argv) {
 
     check(cuMemcpyDtoH_v2(host, in, sizeof host), "cuMemcpyDtoH");
     printf("fake_app: in[1] = %u\n", host[1]);
-    if (strcmp(scenario, "fill") == 0) unlink(argv[3]);
     return 0;
 }
