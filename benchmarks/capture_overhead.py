@@ -11,7 +11,7 @@ after the first), the overhead per launch, and per launch entry (medians over it
 copied and the written bytes (a buffer found as the last captured launch left it is a hard link,
 not written again), the copy-and-write bandwidth (copied bytes / (before + after time)) and the
 copies' own (copied bytes / time in the device-to-host copies); the bytes the capture's .npy files
-take on disk (each hard-linked file once). Needs nvcc and cc; about 2.5 GB of disk
+take on disk (each hard-linked file once). Needs nvcc and cc; about 1 GB of disk
 for 3 iterations at 3840×2160 (written under --out).
 
 --fake runs the same shape without a GPU: tests/capture/fake_app.c's `bench` scenario (per
