@@ -108,6 +108,24 @@ def test_spec_json_and_table(nvcc_ptx):
     assert "4·12·1 = 48" in table
 
 
+def test_spec_of_a_corpus_directory_describes_the_module_its_index_names(nvcc_ptx, tmp_path):
+    # the corpus path of the command as people run it (`python -m rr`, which starts without the
+    # packages the command does not use): the same description as from the PTX file
+    path = nvcc_ptx("mma_chain", "-DM_TILES=2", "-DN_TILES=3", "-DK_STEPS=2")
+    extract = subprocess.run([sys.executable, "-m", "rr", "extract", str(path), "-o", str(tmp_path / "corpus")],
+                             capture_output=True, text=True)
+    assert extract.returncode == 0, extract.stderr
+    for form in ((), ("--json",)):
+        from_corpus = subprocess.run([sys.executable, "-m", "rr", "spec", str(tmp_path / "corpus"), "--entry",
+                                      "gemm_phase", *form], capture_output=True, text=True)
+        assert from_corpus.returncode == 0, from_corpus.stderr
+        assert from_corpus.stdout == _rr("spec", str(path), "--entry", "gemm_phase", *form).stdout
+    assert [p["m"] * p["n"] * p["k"] for p in json.loads(from_corpus.stdout)["phases"]] == [6, 6]
+    r = subprocess.run([sys.executable, "-m", "rr", "spec", str(tmp_path / "corpus"), "--entry", "nope"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no module in this corpus defines entry 'nope'" in r.stderr
+
+
 def test_spec_rejects_a_missing_entry_and_a_kernel_without_mma(tmp_path):
     f = tmp_path / "k.ptx"
     f.write_text(SINK.replace("\tmma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16\n\t{%r12, %r13},\n\t{%r5, %r6, %r7, %r8},\n\t{%r5, %r6}, {%r9, %r9};\n", ""))

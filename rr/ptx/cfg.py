@@ -189,11 +189,14 @@ class ControlFlow:
     succ: list  # per statement (0-based): successor statement numbers (len+1 = exit)
     blocks: list = field(default_factory=list)
     starts: list = field(default_factory=list)  # first statement of each block, ascending
+    block_at: list = field(default_factory=list)  # statement number (1…n) -> its block
     idom: list = field(default_factory=list)  # immediate dominator per block (None for the entry)
     loops: list = field(default_factory=list)
     irreducible: list = field(default_factory=list)  # (source block, target block) retreating edges
 
     def block_of(self, stmt: int) -> int:
+        if 0 < stmt < len(self.block_at):
+            return self.block_at[stmt]  # the analyses ask this of tens of thousands of statements
         return bisect.bisect_right(self.starts, stmt) - 1
 
     def dominates(self, a: int, b: int) -> bool:
@@ -243,6 +246,9 @@ def control_flow(function: Function, statements: list) -> ControlFlow:
             if t != EXIT:
                 preds[t].append(b)
     cfg.blocks = [BasicBlock(i, f, l, block_succ[i], tuple(preds[i])) for i, (f, l) in enumerate(zip(starts, ends))]
+    cfg.block_at = [-1]
+    for b in cfg.blocks:
+        cfg.block_at += [b.index] * (b.last - b.first + 1)
     cfg.idom = _dominators(cfg.blocks)
     cfg.loops, cfg.irreducible = _loops(cfg)
     return cfg

@@ -169,7 +169,7 @@ Operand = Union[Reg, Imm, Sym, Offset, Sink, Vec, Pair, Addr, Plist]
 
 def register_names(op: Operand) -> tuple:
     """The names written in a vector operand (`{%r1, %r2}` → ('%r1', '%r2')), or the operand's own."""
-    return tuple(str(x) for x in op.items) if isinstance(op, Vec) else (str(op),)
+    return tuple(map(str, op.items)) if isinstance(op, Vec) else (str(op),)
 
 
 def registers_in(op: Operand) -> Iterator[Reg]:

@@ -49,29 +49,32 @@ class ReachingDefinitions:
         self._stmt_of_site = [st for (_, st) in self._site]
         self._in = self._solve()
 
-    def _block_transfer(self, b: int) -> tuple[int, int]:
-        """(GEN, KILL) bit sets of a block."""
-        block = self.cfg.blocks[b]
-        gen = kill = 0
-        seen_unguarded: set[str] = set()
-        for stmt in range(block.last, block.first - 1, -1):
-            s = self.cfg.statements[stmt - 1]
-            for d in s.defs:
-                if d in seen_unguarded or d in self._single:
+    def _transfers(self) -> list[tuple[int, int]]:
+        """(GEN, KILL) bit sets of every block, from the definition sites of the registers
+        written several times (the other statements change no bit): in a block, a write reaches
+        its end unless an unguarded write of the register follows it there."""
+        block_of = self.cfg.block_of
+        gen = [0] * len(self.cfg.blocks)
+        kill = [0] * len(self.cfg.blocks)
+        for reg, sites in self._sites_of.items():
+            written: set[int] = set()  # blocks with an unguarded write of reg after the one at hand
+            for stmt in reversed(self.defs_at[reg]):
+                b = block_of(stmt)
+                if b in written:
                     continue
-                gen |= 1 << self._site[(d, stmt)]
+                gen[b] |= 1 << self._site[(reg, stmt)]
                 if stmt not in self.guarded:
-                    seen_unguarded.add(d)
-        for d in seen_unguarded:
-            for site in self._sites_of[d]:
-                kill |= 1 << site
-        return gen, kill & ~gen
+                    written.add(b)
+            every = sum(1 << site for site in sites)
+            for b in written:
+                kill[b] |= every
+        return [(g, k & ~g) for g, k in zip(gen, kill)]
 
     def _solve(self) -> list[int]:
         blocks = self.cfg.blocks
         if not blocks:
             return []
-        transfer = [self._block_transfer(b) for b in range(len(blocks))]
+        transfer = self._transfers()
         entry = 0
         for reg in self._sites_of:
             entry |= 1 << self._site[(reg, UNDEFINED)]
