@@ -192,6 +192,8 @@ def _f16_fn(base, parts):
         return (lambda a, b, c: _relu(nx.fma(a, b, c))) if "relu" in parts else nx.fma
     if base in ("neg", "abs"):
         return _sign_op(base, np.float16)
+    if base == "ex2" and "approx" in parts:  # MUFU.EX2.F16: the H200's table
+        return nx.ex2_approx_f16
     raise Unsupported(f"f16 {'.'.join(parts)}")
 
 
@@ -292,22 +294,25 @@ def _float_fn(base, mods, typ):
         return lambda a, b: out(f(r(a), r(b)))
     if base == "div":
         if "approx" in mods or "full" in mods:
-            return lambda a, b: nx.div_approx(a, b) if typ == "f32" else np.asarray(a, dt) / b
+            return lambda a, b: nx.div_approx(a, b, ftz="ftz" in mods) if typ == "f32" else np.asarray(a, dt) / b
         return lambda a, b: out((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
     if base in ("min", "max"):
         return _min_max_fn(base, mods, dt)
     if base in ("neg", "abs"):
         return _sign_op(base, dt)
     if base == "sqrt":
+        if "approx" in mods and typ == "f32":  # MUFU.SQRT, as the H200 computes it
+            return lambda a: nx.sqrt_approx(a, ftz="ftz" in mods)
         return lambda a: out(np.sqrt(np.asarray(a, np.float64)).astype(dt))
     if typ == "f64" and base in ("rcp", "rsqrt"):  # .approx.ftz.f64: modelled as the exact value
         return (lambda a: r(1.0 / r(a))) if base == "rcp" else (lambda a: r(1.0 / np.sqrt(r(a))))
     if base == "rcp":
-        return nx.rcp_approx if "approx" in mods else (lambda a: out((1.0 / np.asarray(a, np.float64)).astype(dt)))
+        return (lambda a: nx.rcp_approx(a, ftz="ftz" in mods)) if "approx" in mods else \
+            (lambda a: out((1.0 / np.asarray(a, np.float64)).astype(dt)))
     if base == "rsqrt":
-        return nx.rsqrt_approx
+        return lambda a: nx.rsqrt_approx(a, ftz="ftz" in mods)
     if base == "ex2":
-        return nx.ex2_approx
+        return lambda a: nx.ex2_approx(a, ftz="ftz" in mods)
     if base == "lg2":
         return lambda a: r(np.log2(np.asarray(a, np.float64)).astype(dt))
     if base == "copysign":  # the sign of a on the magnitude of b
