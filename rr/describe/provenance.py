@@ -583,6 +583,7 @@ class _Tracer:
         self.epilogues = _Epilogues(epilogues)
         self._memo: dict[tuple, Source] = {}
         self._operands: dict[tuple, Source] = {}
+        self._stored: dict[tuple, str] = {}  # shared stores -> what they stored (`_staged`)
 
     def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
         """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
@@ -718,6 +719,14 @@ class _Tracer:
                         and wanted & acc.planes(flow.block_z):
                     matching.append(st)
             stores = matching or stores
+        key = tuple(stores)
+        if key not in self._stored:  # the loads of one staging read the same stores
+            self._stored[key] = self._stored_sources(stores, depth)
+        return self._stored[key]
+
+    def _stored_sources(self, stores: list[int], depth: int) -> str:
+        """The sources of the values the shared stores wrote, joined by " + "."""
+        flow = self.flow
         found = set()
         for st in stores:
             data = flow.operands(st)[1]
