@@ -3,9 +3,9 @@ one correct rounding, the e4m3 packs (`cvt.rn.satfinite.e4m3x2.f16x2`), the `.ap
 functions, and the `mma` accumulation as a pluggable function.
 
 The numpy model of the synthetic engine computes with these, and so does the CPU interpreter, so
-the two agree byte for byte whenever they use the same `mma` model. Where the hardware's result is
-not known exactly (the `.approx` functions, the tensor core's accumulation) the function here is
-the correctly rounded one, and the difference to the GPU is measured, not assumed away.
+the two agree byte for byte whenever they use the same `mma` model. The `.approx` functions are the
+H200's MUFU (tables measured on it, rr/data/mufu_h200.npz) and `mma_sync` its tensor-core
+arithmetic, both bit-exact on the H200's probes; docs/numerics.md says how each rule was found.
 """
 
 from __future__ import annotations
