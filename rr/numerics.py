@@ -713,6 +713,10 @@ def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90"
 
 # name → model: the cpu backend's `mma` (run records name it) and probe replay's
 MMA_MODELS: dict[str, MmaModel] = {"exact": mma_exact, "sm_90": mma_sync}
+# What the cpu backend, probe replay and the synthetic engine's model compute with unless told
+# otherwise: the H200's own arithmetic (bit-exact on the probes, docs/numerics.md), so that model,
+# cpu backend and GPU agree; `exact` stays as the order-free reference.
+DEFAULT_MMA = "sm_90"
 
 
 def pairwise(xs: list, op) -> object:

@@ -91,7 +91,7 @@ def test_struct_kernel_on_the_cpu_matches_numpy_bit_for_bit(tmp_path):
     assert np.array_equal(np.load(tmp_path / "out" / "d.npy").view(np.uint16), expected["d"].view(np.uint16))
     assert np.array_equal(np.load(tmp_path / "out" / "surf.npy").view(np.uint16), expected["surf"].view(np.uint16))
     record = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert record["status"] == "ok" and record["backend"] == "cpu" and record["device"]["mma_model"] == "exact"
+    assert record["status"] == "ok" and record["backend"] == "cpu" and record["device"]["mma_model"] == nx.DEFAULT_MMA
 
 
 def test_an_out_of_bounds_store_is_a_fault_naming_statement_and_thread(tmp_path):
@@ -228,6 +228,7 @@ def test_texture_reads_and_surface_writes(tmp_path, nvcc_ptx):
 
 
 def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
+    """By default the interpreter's mma is the H200's (rr.numerics.DEFAULT_MMA)."""
     m, n, k = 2, 3, 2
     rng = np.random.default_rng(10)
     a = nx.to_e4m3(rng.normal(0, 1, (m * k * 32 * 16,)).astype(np.float16))
@@ -243,7 +244,7 @@ def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
             seed = np.repeat(bias.reshape(n, 4)[j][np.arange(32) & 3][None], 2, 0)
             c = fragments.c_matrix([seed[0][None], seed[1][None]])
             for s in range(k):
-                c = nx.mma_exact(fragments.a_matrix([aw[i, s, :, r][None] for r in range(4)]),
+                c = nx.mma_sync(fragments.a_matrix([aw[i, s, :, r][None] for r in range(4)]),
                                  fragments.b_matrix([bw[j, s, :, r][None] for r in range(2)]), c)
             d = fragments.d_registers(c)
             assert np.array_equal(got[i, j, :, 0], d[0][0]) and np.array_equal(got[i, j, :, 1], d[1][0])
@@ -272,7 +273,7 @@ def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small, mma):
 
 def test_rr_run_takes_the_mma_model_and_names_it(enc2_small, tmp_path):
     """`rr run --backend cpu --mma sm_90`: the H200's structure, as the numpy model computes it;
-    and the command offers exactly the models rr.numerics has."""
+    and the command offers exactly the models rr.numerics has, the H200's by default."""
     from rr.cli import build_parser
 
     r = _rr("run", enc2_small / "launch", "--backend", "cpu", "--mma", "sm_90", "-o", tmp_path / "out")
@@ -283,7 +284,7 @@ def test_rr_run_takes_the_mma_model_and_names_it(enc2_small, tmp_path):
     ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=nx.mma_sync)
     assert np.array_equal(np.load(tmp_path / "out/arena.npy").view(np.uint8), ref["arena"].view(np.uint8))
     run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions if a.dest == "mma")
-    assert set(run.choices) == set(nx.MMA_MODELS)
+    assert set(run.choices) == set(nx.MMA_MODELS) and run.default == nx.DEFAULT_MMA
 
 
 def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path):

@@ -60,7 +60,7 @@ def _os_message(e: OSError) -> str:
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
-                 timeout_s: float = 120, mma: str = "exact") -> dict:
+                 timeout_s: float = 120, mma: str | None = None) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
     the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own)."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
@@ -70,7 +70,8 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
         record = _bad_launches(backend, launch_dir)
         try:
             if record is None:
-                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp), mma],
+                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)]
+                                       + ([mma] if mma else []),
                                        capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
                 record_path = tmp / "run.json"
                 record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
@@ -164,7 +165,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     return finish(record, 0)
 
 
-def child_main(backend: str, launch_dir: str, out_dir: str, mma: str = "exact") -> int:
+def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None) -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
     out = Path(out_dir)
 
@@ -181,7 +182,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str = "exact") 
                        "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
 
 
-def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str = "exact") -> int:
+def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None) -> int:
     from rr.run.cuda import NoDevice
     from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 

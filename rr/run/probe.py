@@ -33,10 +33,11 @@ def largest_term_ulp(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.spacing(np.minimum(big, 65504).astype(np.float16)).astype(np.float64)
 
 
-def replay(words: np.ndarray, record: dict, mma: nx.MmaModel = nx.mma_exact) -> dict:
+def replay(words: np.ndarray, record: dict, mma: nx.MmaModel | None = None) -> dict:
     """Every probed mma replayed by `mma` on the probed A, B, C, against the probed D: distances in
     ulps of the result, and in ulps of the largest term (which bounds an aligned accumulator's
     error even where the terms cancel and the result is small)."""
+    mma = mma or nx.MMA_MODELS[nx.DEFAULT_MMA]
     words = words.reshape(-1, 32, words.shape[-1])
     total = same = worst = 0
     worst_term = 0.0

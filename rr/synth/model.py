@@ -3,9 +3,10 @@ stage by stage, for every block at once.
 
 Every step rounds where the PTX rounds (`rr.numerics`: f16 operations, e4m3 packs with satfinite,
 the `.approx` f32 functions) and reduces in the PTX's order (the in-lane tree, then the two
-butterfly steps, then the two halves). The `mma` accumulation is a parameter: with the CPU
-interpreter's model the two agree byte for byte; against the GPU they differ where the tensor
-core rounds differently from the model (DESIGN §7).
+butterfly steps, then the two halves). The `mma` accumulation is a parameter, by default the
+H200's own (`rr.numerics.DEFAULT_MMA`: the two HMMA of sm_90, bit-exact on the probes): with the
+CPU interpreter's model the two agree byte for byte, and both follow the GPU as far as the
+numerics model does (docs/numerics.md).
 
 Matrices here are in channel order; `gemm` puts each 32-wide k slice into fragment order
 (`layout.SIGMA`) before it calls the `mma` model, so a model that is not order-invariant sees the
@@ -194,9 +195,10 @@ def _slots(x0: np.ndarray, y0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x0[..., None] + dx, y0[..., None] + dy
 
 
-def forward(inp: LayerInputs, mma: nx.MmaModel = nx.mma_exact) -> dict[str, np.ndarray]:
+def forward(inp: LayerInputs, mma: nx.MmaModel | None = None) -> dict[str, np.ndarray]:
     """Run the layer; returns the final contents of every buffer it writes, by the parameter
     block's names: arena, half_out (encoders) or expanded (decoders), surface0–2 (dec0: frame)."""
+    mma = mma or nx.MMA_MODELS[nx.DEFAULT_MMA]
     lay = layer_layout(inp.layer)
     spec = lay.spec
     C, S = spec.channels, spec.slices

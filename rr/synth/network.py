@@ -208,7 +208,7 @@ def place(buffer: np.ndarray, produced: np.ndarray, image: bool) -> np.ndarray:
     return out
 
 
-def network_model(arrays: dict[str, np.ndarray], layout: NetworkLayout, mma: nx.MmaModel = nx.mma_exact,
+def network_model(arrays: dict[str, np.ndarray], layout: NetworkLayout, mma: nx.MmaModel | None = None,
                   layers=None) -> dict[str, np.ndarray]:
     """Every buffer after the frame, each layer by `model.forward` in order (only those named in
     `layers`, if given, on the buffers as they are)."""

@@ -1,6 +1,6 @@
 """The `cpu` backend: a vectorised PTX interpreter in numpy that runs a launch description.
 
-    record, buffers = run_cpu(LAUNCH_DIR, mma="exact")
+    record, buffers = run_cpu(LAUNCH_DIR, mma="sm_90")
 
 The module is decoded once (`program`), each statement compiled once into a closure
 (`semantics`), and the grid run a chunk of blocks at a time (`machine`), every thread of the chunk
@@ -48,7 +48,7 @@ def prepare(module_text: str, entry: str):
     return program, ctx
 
 
-def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANES,
+def run_cpu(directory: str | Path, mma: str | None = None, max_lanes: int = MAX_LANES,
             progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """Run the launch directory's kernel once: (run record, every buffer after the run)."""
     directory = Path(directory)
@@ -59,7 +59,7 @@ def run_cpu(directory: str | Path, mma: str = "exact", max_lanes: int = MAX_LANE
     return record, arrays
 
 
-def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str = "exact",
+def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str | None = None,
                    max_lanes: int = MAX_LANES, progress: bool = False) -> dict:
     """Run one launch on `arrays` (C-ordered, by buffer name), which it updates in place — a
     frame passes the same arrays from one layer's launch to the next; returns the run record."""
@@ -86,6 +86,7 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     grid, block = launch.grid, launch.block
     total = grid[0] * grid[1] * grid[2]
     per = max(1, max_lanes // (-(-(block[0] * block[1] * block[2]) // 32) * 32))
+    mma = mma or nx.DEFAULT_MMA
     model = nx.MMA_MODELS[mma]
     module_globals = program.globals_image.copy()  # global memory: one image for every chunk of blocks
     t1 = time.perf_counter()
