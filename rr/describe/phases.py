@@ -116,7 +116,7 @@ def _geometry(a: int, b: int, lengths: list[int]) -> tuple:
     return m, n, k, None
 
 
-def _phase(index: int, mmas: list[Statement], first: int, last: int, operands, runs: tuple = ()) -> Phase:
+def _phase(index: int, mmas: list[Statement], first: int, last: int, fragments, runs: tuple = ()) -> Phase:
     opcode = mmas[0].opcode
     tile = tile_of(opcode)
     a_seen, b_seen = {}, {}
@@ -124,7 +124,7 @@ def _phase(index: int, mmas: list[Statement], first: int, last: int, operands, r
     lengths: list[int] = []
     malformed = 0
     for s in mmas:
-        ops = mma_operands(s.opcode, operands(s.stmt))
+        ops = fragments(s.stmt)
         if ops is None:
             malformed += 1
             continue
@@ -163,26 +163,28 @@ def mma_runs(statements: list[Statement]) -> list[list[Statement]]:
     return runs
 
 
-def find_phases(statements: list[Statement], grouping: str = "run", cfg=None, operands=None) -> list[Phase]:
+def find_phases(statements: list[Statement], grouping: str = "run", cfg=None, fragments=None) -> list[Phase]:
     """The phases of a linearised entry, numbered from 1 in textual order. `grouping` is `run`
     (maximal runs of mma, DESIGN §3) or `gemm` (runs joined across statements that only feed
     later mma; `cfg`, the entry's control flow, keeps a group inside one basic block).
-    `operands(stmt)` gives a statement's typed operands: a `Dataflow`'s, whose parse the operand
-    provenance then reads again, or by default each mma parsed here."""
+    `fragments(stmt)` gives an mma's `mma_operands`: a `Dataflow`'s, which the operand provenance
+    then reads again, or by default each mma parsed here."""
     if grouping not in GROUPINGS:
         raise ValueError(f"grouping {grouping!r}: expected one of {', '.join(GROUPINGS)}")
-    if operands is None:
-        operands = lambda stmt: statement_operands(statements[stmt - 1])  # noqa: E731
+    if fragments is None:
+        def fragments(stmt: int) -> tuple | None:
+            s = statements[stmt - 1]
+            return mma_operands(s.opcode, statement_operands(s))
     runs = mma_runs(statements)
     if grouping == "run":
-        return [_phase(i, run, run[0].stmt, run[-1].stmt, operands) for i, run in enumerate(runs, start=1)]
+        return [_phase(i, run, run[0].stmt, run[-1].stmt, fragments) for i, run in enumerate(runs, start=1)]
     groups: list[list[list[Statement]]] = []
     for run in runs:
         if groups and _feeds_later_mma(statements, groups[-1], run, cfg):
             groups[-1].append(run)
         else:
             groups.append([run])
-    return [_phase(i, [s for run in g for s in run], g[0][0].stmt, g[-1][-1].stmt, operands,
+    return [_phase(i, [s for run in g for s in run], g[0][0].stmt, g[-1][-1].stmt, fragments,
                    tuple((run[0].stmt, run[-1].stmt) for run in g) if len(g) > 1 else ())
             for i, g in enumerate(groups, start=1)]
 

@@ -158,6 +158,7 @@ class Dataflow:
         self._specials = {"%laneid": _LANE, "%tid.x": _tid_x(self.block)}
         self.ranges = Ranges(self.block, self._param_widths, _symbols(function, module))
         self._ops: dict[int, tuple] = {}
+        self._fragments: dict[int, tuple | None] = {}
         self._values: dict[tuple, Value] = {}
         self._phis: dict[tuple, Value] = {}  # (register, reaching set) -> its value at the loop top
         self._ivs: dict[tuple, InductionVariable | None] = {}
@@ -172,6 +173,13 @@ class Dataflow:
             # registers named as in defs and uses (a block's re-declared `p` is `p@3`)
             ops = self._ops[stmt] = statement_operands(self.statements[stmt - 1])
         return ops
+
+    def fragments(self, stmt: int) -> tuple | None:
+        """An mma statement's (D, A, B, C) register names (`rr.describe.phases.mma_operands`)."""
+        found = self._fragments.get(stmt, False)
+        if found is False:
+            found = self._fragments[stmt] = mma_operands(self.statements[stmt - 1].opcode, self.operands(stmt))
+        return found
 
     def reaching(self, register: str, stmt: int) -> tuple[int, ...]:
         return self.reach.of(register, stmt)
@@ -793,7 +801,7 @@ def phase_operands(flow: Dataflow, phase: Phase, tracer: _Tracer) -> dict[str, l
     sources: dict[str, list[Source]] = {"A": [], "B": [], "C": []}
     own = frozenset(st for st in range(phase.first_stmt, phase.last_stmt + 1) if tracer.phase_of.get(st) == phase.phase)
     for stmt in sorted(own):
-        ops = mma_operands(flow.statements[stmt - 1].opcode, flow.operands(stmt))
+        ops = flow.fragments(stmt)
         if ops is None:
             continue
         d, a, b, c = ops

@@ -18,8 +18,8 @@ class NothingToDescribe(ValueError):
 
 
 def describe(statements: list[Statement], entry: str, grouping: str = "run", cfg=None,
-             operands=None) -> tuple[list[Phase], list[Epilogue]]:
-    phases = find_phases(statements, grouping, cfg, operands)
+             fragments=None) -> tuple[list[Phase], list[Epilogue]]:
+    phases = find_phases(statements, grouping, cfg, fragments)
     if not phases:
         raise NothingToDescribe(f"{entry}: no mma statements in its {len(statements)} statements, "
                                 "so it has no phases to describe")
@@ -53,7 +53,7 @@ def spec_json(function, statements: list[Statement] | None = None, grouping: str
 def _spec_json(function, statements: list[Statement] | None, grouping: str, module) -> dict:
     flow = Dataflow(function, statements, module)
     statements, entry, block_z = flow.statements, function.name, flow.block_z
-    phases, epilogues = describe(statements, entry, grouping, flow.cfg, flow.operands)
+    phases, epilogues = describe(statements, entry, grouping, flow.cfg, flow.fragments)
     sources = operand_sources(flow, phases, epilogues)
     weights = weight_image(sources)
     summaries = [summarise_epilogue(flow, e, weights) for e in epilogues]
