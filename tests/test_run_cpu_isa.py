@@ -1319,6 +1319,38 @@ def test_cvt_rounds_saturates_and_extends_as_the_isa_says(tmp_path, nvcc_ptx, en
 
 
 
+def contraction_inputs(n: int) -> dict:
+    """Four f32 in [1, 2) and two f16x2 words of halves in [1, 2) per thread: products and sums
+    exact in f64, so one rounding and two tell apart in the last bit of most rows."""
+    rng = np.random.default_rng(21)
+    halves = rng.uniform(1, 2, (n, 4)).astype(np.float16)
+    return {"in": rng.uniform(1, 2, (n, 4)).astype(np.float32).reshape(-1), "out": np.zeros(n * 10, np.float32),
+            "hin": halves.view(np.uint32).reshape(-1), "hout": np.zeros(n * 2, np.uint32)}
+
+
+def test_mul_add_pairs_round_once_where_ptxas_fuses_them_and_twice_where_it_does_not(tmp_path, nvcc_ptx):
+    """ptxas makes one FFMA/HFMA2 of a modifier-free mul whose only reader is an add/sub of the same
+    kind (nvdisasm of tests/cuda/contraction.cu); with a rounding modifier on either, .ftz on one,
+    or a second reader of the product it keeps FMUL + FADD. The cpu backend rounds as the GPU."""
+    buffers = contraction_inputs(256)
+    out = run(tmp_path, nvcc_ptx("contraction", "-O3"), "contraction", buffers, grid=(2, 1, 1), block=(128, 1, 1))
+    x, y, z, w = (buffers["in"].reshape(-1, 4)[:, k].astype(np.float64) for k in range(4))
+    f32 = np.float32
+    fused, twice = f32(x * y + z), f32(f32(x * y) + z)
+    want = np.stack([fused, f32(x * y - z), f32(z - x * y), f32(x * y + f32(z * w)), twice, twice, twice, twice,
+                     np.zeros_like(fused), f32(x * y)], axis=1)
+    got = out["out"].reshape(-1, 10)
+    assert (fused != twice).mean() > 0.1  # the inputs tell the two apart (17 % of these rows)
+    assert_columns(got.view(np.uint32), want.view(np.uint32), ["x*y+z", "x*y-z", "z-x*y", "x*y+(z*w)", "mul.rn",
+                                                                "add.rn", "mul.ftz", "two readers", "zero", "x*y"],
+                   buffers["in"].reshape(-1, 4))
+    a, b = (buffers["hin"].reshape(-1, 2)[:, k].copy().view(np.float16).reshape(-1, 2).astype(np.float64) for k in (0, 1))
+    f16 = np.float16
+    hwant = np.stack([f16(a * b + a).view(np.uint32)[:, 0], f16(f16(a * b) + a).view(np.uint32)[:, 0]], axis=1)
+    hgot = out["hout"].reshape(-1, 2)
+    assert np.array_equal(hgot, hwant), np.flatnonzero((hgot != hwant).any(axis=1))[:5]
+
+
 def gpu_case(name: str) -> tuple:
     """(source, entry, buffers, grid, block, scalars) of one kernel as the tests above run it."""
     rng = np.random.default_rng(13)
@@ -1349,6 +1381,8 @@ def gpu_case(name: str) -> tuple:
     if name in CVT_KERNELS:
         buffers, want, _ = cvt_case(name)
         return "conversions", name, buffers, (len(want) // 128, 1, 1), (128, 1, 1), ()
+    if name == "contraction":
+        return "contraction", name, contraction_inputs(256), (2, 1, 1), (128, 1, 1), ()
     buffers, grid, block, scalars, _ = ordinary_case(name, rng)
     return "ordinary", name, buffers, grid, block, scalars
 
@@ -1359,7 +1393,7 @@ def _rr(*args, timeout=600):
 
 
 GPU_CASES = [*INT_KERNELS, "logic3", "float_ops", "float_arith", "warp_ops", "atomics", "cas_loop", "const_mem", *ORDINARY,
-             *CVT_KERNELS]
+             *CVT_KERNELS, "contraction"]
 
 
 @pytest.mark.gpu

@@ -170,11 +170,14 @@ def softmax_no_max(score: np.ndarray) -> np.ndarray:
 
 
 def clamped_cubic(x: np.ndarray) -> np.ndarray:
-    """E13(a): y = clamp(x, ±2), out = x·(0.5 + y·(0.412109375 − 0.0810546875·|y|))."""
+    """E13(a): y = clamp(x, ±2), out = x·(0.5 + y·(0.412109375 − 0.0810546875·|y|)). The kernel's
+    mul.f16x2 → sub.f16x2 and mul.f16x2 → add.f16x2 carry no rounding modifier and each product
+    has one reader, so ptxas makes each pair one HFMA2 (rr.run.cpu.program._contract): two fmas,
+    the last product rounded alone."""
     two = nx.f16(2.0)
     y = nx.fmin(nx.fmax(x, nx.neg(two)), two)
-    q = nx.mul(nx.f16(np.float32(0.0810810774564743)), np.abs(y))
-    g = nx.add(nx.f16(0.5), nx.mul(y, nx.sub(nx.f16(np.float32(0.4121621549129486)), q)))
+    s = nx.fma(nx.neg(nx.f16(np.float32(0.0810810774564743))), np.abs(y), nx.f16(np.float32(0.4121621549129486)))
+    g = nx.fma(y, s, nx.f16(0.5))
     return nx.mul(x, g)
 
 
@@ -395,7 +398,8 @@ def _frame(inp: LayerInputs, wts, sig, px, py, inside) -> np.ndarray:
         for c in range(4):
             X, Y = 4 * px + c, 4 * py + r
             acc = _gather(inp.texture, _neighbours(X, fw), _neighbours(Y, fh), wts)
-            diff = nx.sub(acc[..., :3], nx.mul(sig[..., None], acc[..., :3]))
+            # σ·acc has one reader here (the layers above also store it): ptxas fuses the pair
+            diff = nx.fma(nx.neg(sig[..., None]), acc[..., :3], acc[..., :3])
             fin = nx.fma(sig[..., None], coarse[..., :3], diff)
             ok = inside & (X < fw) & (Y < fh)
             frame[Y[ok], X[ok]] = np.concatenate([fin, acc[..., 3:]], -1)[ok]

@@ -66,6 +66,8 @@ class Op:
     call: dict | None = None  # call: {"func", "args": [...], "rets": [...]}
     kind: str = "plain"  # plain, or control (bra, call, ret, exit, trap: the machine moves the pc)
     run: object = None  # the compiled semantics of a plain op
+    # an add/sub that ptxas fuses with the mul feeding it (_contract): (a, b, c, −a·b?, −c?) of one fma
+    contract: tuple | None = None
 
     def where(self) -> str:
         return f"{self.func} s{self.stmt} (line {self.line}): {self.opcode}"
@@ -337,8 +339,59 @@ def decode(module, entry: str) -> Program:
     program = Program(entry, ops, func_start, formals, param_sizes, shared, shared_bytes,
                       list(functions[entry].params), local, local_bytes, const=const, const_image=const_image,
                       globals=module_globals, globals_image=globals_image, reg_widths=reg_widths)
+    _contract(program)
     _liveness(program)
     return program
+
+
+CONTRACTED_TYPES = ("f16", "f16x2", "f32")
+_ROUNDINGS = {"rn", "rz", "rm", "rp"}
+
+
+def _contractible(op, base: str) -> bool:
+    parts = op.opcode.split(".")
+    return (parts[0] == base and parts[-1] in CONTRACTED_TYPES and not _ROUNDINGS & set(parts)
+            and "sat" not in parts and op.guard is None)
+
+
+def _contract(program: Program) -> None:
+    """What ptxas does to PTX that leaves it free to (the ISA: `mul`/`add` without a rounding
+    modifier "may be optimized aggressively"; ptxas's default --fmad=true): a `mul` whose result
+    only one `add` or `sub` of the same type and modifiers reads, in the same basic block, becomes
+    one fma with it — rounded once. Established with ptxas 13 and nvdisasm on sm_90 for f32 (.ftz
+    or not), f16 and f16x2: the pair becomes FFMA / HFMA2; a mul with a rounding modifier, an add
+    with one, mixed .ftz, a second reader of the product, or a branch target between them keeps
+    FMUL + FADD; where both operands of the add are such products, the first one is fused
+    (tests/test_run_cpu_isa.py). An interpreter that rounded twice would differ from the GPU in
+    the last bit wherever NVVM leaves the pair unfused."""
+    ops = program.ops
+    reads: dict = {}
+    writes: dict = {}
+    for op in ops:
+        for r in op.reads:
+            reads[r] = reads.get(r, 0) + 1
+        for r in op.writes:
+            writes[r] = writes.get(r, 0) + 1
+    targets = {op.target for op in ops if op.target is not None}
+    products = {op.writes[0]: op for op in ops if _contractible(op, "mul") and len(op.writes) == 1
+                and writes[op.writes[0]] == 1 and reads.get(op.writes[0]) == 1}
+    for op in ops:
+        if not (_contractible(op, "add") or _contractible(op, "sub")) or len(op.operands) != 3:
+            continue
+        for i in (0, 1):
+            src = op.operands[1 + i]
+            mul = products.get(src.name) if isinstance(src, Reg) and not src.special else None
+            if mul is None or mul.func != op.func or mul.opcode.split(".")[1:] != op.opcode.split(".")[1:]:
+                continue
+            between = ops[mul.pc + 1:op.pc]
+            sources = set(mul.reads)
+            if (any(pc in targets for pc in range(mul.pc + 1, op.pc + 1)) or any(o.kind == "control" for o in between)
+                    or any(sources & set(o.writes) for o in between)):
+                continue
+            subtract = op.opcode.startswith("sub")
+            op.contract = (mul.operands[1], mul.operands[2], op.operands[2 - i], subtract and i == 1, subtract and i == 0)
+            op.reads = op.reads + tuple(mul.reads)  # the product's operands live until the fma
+            break
 
 
 def _liveness(program: Program) -> None:

@@ -40,6 +40,8 @@ from rr.run.cpu.values import (
 )
 
 def compile_op(op, ctx: Ctx):
+    if op.contract is not None:
+        return _contracted(op, ctx)
     parts = op.opcode.split(".")
     base = parts[0]
     handler = _HANDLERS.get(base)
@@ -155,6 +157,34 @@ def _arith(op, parts, ctx):
     if fn is None:
         raise Unsupported(f"{op.opcode!r}")
     return integer._run(d, fn, rs)
+
+
+def _contracted(op, ctx):
+    """An add/sub fused with the mul feeding it (rr.run.cpu.program._contract): ±a·b ± c rounded
+    once, with the add's modifiers (.ftz)."""
+    parts = op.opcode.split(".")
+    typ = op_type(parts)
+    a, b, c, negate_product, negate_c = op.contract
+    d = op.operands[0].name
+    if typ == "f32":
+        fma = _float_fn("fma", set(parts[1:]) | {"rn"}, typ)
+        ra, rb, rc = (ctx.reader(x, typ, op) for x in (a, b, c))
+
+        def run(m, mask):
+            x, z = np.asarray(ra(m), np.float32), np.asarray(rc(m), np.float32)
+            m.put(d, fma(-x if negate_product else x, rb(m), -z if negate_c else z), mask)
+        return run
+    rt = "b16" if typ == "f16" else "f16x2"
+    ra, rb, rc = (ctx.reader(x, rt, op) for x in (a, b, c))
+
+    def value(r, m):
+        return np.ascontiguousarray(np.broadcast_to(r(m), (m.n,))).view(np.float16)
+
+    def run(m, mask):  # f16x2: both halves at once, as in _arith
+        x, y, z = value(ra, m), value(rb, m), value(rc, m)
+        r = np.ascontiguousarray(nx.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
+        m.put(d, r if typ == "f16" else r.view(np.uint32), mask)
+    return run
 
 
 def _relu(x):
