@@ -618,6 +618,9 @@ def _exponents(codes) -> np.ndarray:
 
 
 _E4M3_EXPONENT = _exponents(np.arange(256))
+_BELOW_ALL = np.int32(1 << 20)
+# a magnitude code's exponent where it is the smallest nonzero one; none (_BELOW_ALL) for 0, NaN
+_LEAST_EXPONENT = np.where((np.arange(256) == 0) | (np.arange(256) & 0x7F == 0x7F), _BELOW_ALL, _E4M3_EXPONENT)
 
 
 def _round_sum(s: np.ndarray, dtype, mode: str) -> np.ndarray:
@@ -637,27 +640,55 @@ def _leading_exponent(x: np.ndarray) -> np.ndarray:
 _CUT = {"rz": np.trunc, "rm": np.floor}
 
 
-def _hmma(av, bv, ea, eb, t, dtype, rules: HmmaRules) -> np.ndarray:
-    """One HMMA.16816 on (N, 16, 16) A and (N, 16, 8) B values with their exponents, and the
-    running T (N, 16, 8) or None: the 16 products and T aligned and cut as `rules` say, summed,
-    rounded to the accumulator's type.
+_T_FRACTION_BITS = {np.float16: 10, np.float32: 23}
+
+
+def _cut_is_exact(amag, bmag, t, te, grain, dtype) -> np.ndarray:
+    """(N, 16, 8): where no term has a bit below 2^grain (grain >= emax − width, emax bounded
+    above as in _hmma), so that the cut removes nothing and the exact sum is the HMMA's. A
+    nonzero product's lowest bit is at least 2^(ea + eb − 6) (three fraction bits a factor; an
+    e4m3 subnormal's is higher than its leading exponent says), T's at least 2^(te − 10) in f16,
+    2^(te − 23) in f32. Most outputs of real layers have terms within 19 binades of each other,
+    so only the rest is summed term by term."""
+    # the smallest nonzero finite magnitude has the smallest exponent: codes are ordered by |value|
+    amin = _LEAST_EXPONENT[np.where(amag == 0, 0x7F, amag).min(-1)]
+    bmin = _LEAST_EXPONENT[np.where(bmag == 0, 0x7F, bmag).min(-2)]
+    low = np.minimum(amin[..., :, None] + bmin[..., None, :], _BELOW_ALL) - 6
+    exact = low >= grain
+    if t is not None:
+        exact &= (t == 0) | (te - _T_FRACTION_BITS[dtype] >= grain)
+    return exact
+
+
+def _hmma(ah, bh, t, dtype, rules: HmmaRules) -> np.ndarray:
+    """One HMMA.16816 on (N, 16, 16) A and (N, 16, 8) B e4m3 codes and the running T (N, 16, 8)
+    or None: the 16 products and T aligned and cut as `rules` say, summed, rounded to the
+    accumulator's type.
 
     Every term is a multiple of 2^-18 (an e4m3 product; T is a rounding of sums of them), so
     while emax <= width - 18 the cut removes nothing and the exact sum (one matmul, exact in
     f64) is the answer; only the outputs whose largest exponent may pass that are summed term by
     term. Where T is NaN or infinite the exact sum already is the result."""
+    av, bv = _E4M3_F64[ah], _E4M3_F64[bh]
     with np.errstate(invalid="ignore"):
         s = np.matmul(av, bv) if t is None else np.matmul(av, bv) + t
     if rules.width is not None:
         te = None if t is None else _leading_exponent(t)
-        # >= every product's exponent (ea + eb, or its leading bit's: one more at most)
-        bound = ea.max(-1)[..., :, None] + eb.max(-2)[..., None, :] + (rules.exponent == "value")
+        # >= every product's exponent (ea + eb, or its leading bit's: one more at most); the
+        # largest magnitude code has the largest exponent (a row with a NaN sums to NaN anyway)
+        amag, bmag = ah & np.uint8(0x7F), bh & np.uint8(0x7F)
+        bound = (_E4M3_EXPONENT[amag.max(-1)][..., :, None] + _E4M3_EXPONENT[bmag.max(-2)][..., None, :]
+                 + (rules.exponent == "value"))
         if te is not None:
             bound = np.maximum(bound, te)
-        w, i, j = np.nonzero(bound > rules.width - 18)
+        slow = bound > rules.width - 18
+        if rules.exponent == "factors" and slow.any():
+            slow &= ~_cut_is_exact(amag, bmag, t, te, bound - rules.width, dtype)
+        w, i, j = np.nonzero(slow)
         if w.size:
             terms = av[w, i, :] * bv[w, :, j]
-            exps = ea[w, i, :] + eb[w, :, j] if rules.exponent == "factors" else _leading_exponent(terms)
+            exps = (_E4M3_EXPONENT[ah[w, i, :]] + _E4M3_EXPONENT[bh[w, :, j]] if rules.exponent == "factors"
+                    else _leading_exponent(terms))
             if t is not None:
                 terms = np.concatenate([terms, t[w, i, j][:, None]], axis=1)
                 exps = np.concatenate([exps, te[w, i, j][:, None]], axis=1)
@@ -683,8 +714,7 @@ def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM9
     t = None
     for half in (_LOW_HALF_K, ~_LOW_HALF_K):
         ah, bh = a[..., half], b[..., half, :]
-        t = _hmma(_E4M3_F64[ah], _E4M3_F64[bh], _E4M3_EXPONENT[ah], _E4M3_EXPONENT[bh],
-                  None if t is None else t.astype(np.float64), c.dtype.type, rules)
+        t = _hmma(ah, bh, None if t is None else t.astype(np.float64), c.dtype.type, rules)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
         if c.dtype == np.float16:
             d = add(t, cc)  # HADD2: correctly rounded
