@@ -7,15 +7,14 @@
 #include <cstdint>
 #include <cuda_fp8.h>
 
+#include "nvvm/mma.cuh"
+
+// the suite's mma (nvvm/mma.cuh) on fragments held as register arrays
 __device__ __forceinline__ void mma_e4m3(uint32_t d[2], const uint32_t a[4], const uint32_t b[2],
                                          const uint32_t c[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16\n\t"
-      "{%0, %1},\n\t"
-      "{%2, %3, %4, %5},\n\t"
-      "{%6, %7}, {%8, %9};"
-      : "=r"(d[0]), "=r"(d[1])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]));
+  const uint2 r = mma(make_uint4(a[0], a[1], a[2], a[3]), make_uint2(b[0], b[1]), make_uint2(c[0], c[1]));
+  d[0] = r.x;
+  d[1] = r.y;
 }
 
 __device__ __forceinline__ uint16_t pack(uint32_t h2) {  // two f16 -> two e4m3 (satfinite)
@@ -32,12 +31,6 @@ __device__ __forceinline__ uint16_t pack(uint32_t h2) {  // two f16 -> two e4m3 
 __device__ __forceinline__ uint32_t join(uint16_t lo, uint16_t hi) {
   uint32_t r;
   asm volatile("mov.b32 %0, {%1, %2};" : "=r"(r) : "h"(lo), "h"(hi));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t trans(uint32_t x) {
-  uint32_t r;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(x));
   return r;
 }
 
@@ -71,7 +64,7 @@ extern "C" __global__ void transpose_d(const uint32_t* a, const uint32_t* b, con
   phase1(a, b, lane, d);
   uint32_t bt[2][2], av[4];
   for (int n = 0; n < 2; ++n)
-    for (int m = 0; m < 2; ++m) bt[n][m] = join(pack(trans(d[m][n][0])), pack(trans(d[m][n][1])));
+    for (int m = 0; m < 2; ++m) bt[n][m] = join(pack(transpose(d[m][n][0])), pack(transpose(d[m][n][1])));
   for (int i = 0; i < 4; ++i) av[i] = a2[i * 32 + lane];
   store2(av, bt, lane, out);
 }
@@ -119,7 +112,7 @@ extern "C" __global__ void transpose_twice_d(const uint32_t* a, const uint32_t* 
   phase1(a, b, lane, d);
   uint32_t bt[2][2], av[4];
   for (int n = 0; n < 2; ++n)
-    for (int m = 0; m < 2; ++m) bt[n][m] = join(pack(trans(trans(d[m][n][0]))), pack(trans(trans(d[m][n][1]))));
+    for (int m = 0; m < 2; ++m) bt[n][m] = join(pack(transpose(transpose(d[m][n][0]))), pack(transpose(transpose(d[m][n][1]))));
   for (int i = 0; i < 4; ++i) av[i] = a2[i * 32 + lane];
   store2(av, bt, lane, out);
 }
