@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import rr  # noqa: E402
 
+from rr.run.frame import PreparedFrame  # noqa: E402
 from rr.synth.family import LAYERS  # noqa: E402
 
 PATTERN = "cuda_dldn_engine_swin_{layer}_kernel"
@@ -117,19 +118,14 @@ def prepare(args) -> None:
 
 # -- the frame in one process ----------------------------------------------------------------------
 
-class ResidentFrame:
-    """The reference frame on the device, and cells run over it (module docstring)."""
+class ResidentFrame(PreparedFrame):
+    """The reference frame on the device, run once, and cells run over it (module docstring)."""
 
     def __init__(self, directory: Path):
-        from rr.run.cuda import DeviceBuffers, PreparedLaunch
-        from rr.run.frame import load_frame_buffers, read_frame
-
-        self.directory = directory
-        self.frame = read_frame(directory)
-        self.initial = load_frame_buffers(directory, self.frame)
-        self.device = DeviceBuffers({k: v.copy() for k, v in self.initial.items()})
+        super().__init__(directory)
+        self.initial = self.device.arrays  # the host arrays as read: device runs never write them
         self.order = [lyr.layer for lyr in self.frame.layers]
-        self.launches = {lyr.layer: PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers}
+        self.launches = dict(zip(self.order, self.layers))
         self.writes = {lyr.layer: [n for n, b in lyr.launch.buffers.items() if b.role != "in"]
                        for lyr in self.frame.layers}
         self.run(self.order[0])  # the reference frame: what a cell's layers before L read
