@@ -265,7 +265,7 @@ def _directed(s, err, mode: str, a, b):
 
 def nan_operand_f64(r, *preferred):
     """An f64 result that is NaN because an operand is: that operand's NaN, quieted, the first
-    NaN of `preferred` (the H200's order: b before a for add, sub and mul; b, a, c for fma; x86
+    NaN of `preferred` (the H200's order: b before a for add, sub and mul; b, c, a for fma; x86
     and numpy take a first). NaNs made from no NaN operand stay as computed."""
     r = np.asarray(r, np.float64)
     bad = np.isnan(r)
@@ -314,7 +314,7 @@ def fma_f64(a, b, c, mode: str = "rn") -> np.ndarray:
         r = r.copy()
         for i in np.flatnonzero(~safe):
             r.flat[i] = _fma_exact_scalar(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]), mode)
-    return nan_operand_f64(r, b, a, c)
+    return nan_operand_f64(r, b, c, a)  # DFMA: b's NaN, else c's, else a's (probed on the H200)
 
 
 def _fma_exact_scalar(a: float, b: float, c: float, mode: str) -> float:

@@ -696,6 +696,26 @@ def expect_float_arith(r, t: int) -> list:
 
 
 FLOAT_ARITH = 64  # columns of float_arith
+NAN_PROBES = Path(__file__).parent / "data/probes/nan_f64_h200.npz"
+
+
+def nan_select_case() -> tuple:
+    """The nan_select kernel's inputs: every (a, b, c) of the probed f64 patterns, one per thread."""
+    patterns = np.load(NAN_PROBES)["patterns"]
+    n = len(patterns)
+    return {"p": patterns, "out": np.zeros(4 * n ** 3, np.uint64)}, ((n ** 3 + 127) // 128, 1, 1), (("int32", n),)
+
+
+def test_an_f64_nan_result_is_the_operand_nan_the_h200_returns(tmp_path, nvcc_ptx):
+    # DFMA returns b's NaN, else c's, else a's; DADD and DMUL b's before a's (quieted, sign kept)
+    buffers, grid, scalars = nan_select_case()
+    out = run(tmp_path, nvcc_ptx("nan_select", "-O3"), "nan64", buffers, grid=grid, block=(128, 1, 1),
+              scalars=scalars)["out"].reshape(np.load(NAN_PROBES)["D"].shape)
+    h200 = np.load(NAN_PROBES)
+    for k, op in enumerate(h200["ops"]):
+        bad = np.argwhere(out[..., k] != h200["D"][..., k])
+        assert bad.size == 0, (op, [hex(int(h200["patterns"][i])) for i in bad[0][:3 if op == "fma" else 2]],
+                               hex(int(out[tuple(bad[0])][k])), hex(int(h200["D"][tuple(bad[0])][k])))
 
 
 def test_float_arithmetic_rounds_once_as_each_mode_says(tmp_path, nvcc_ptx):
@@ -1383,6 +1403,9 @@ def gpu_case(name: str) -> tuple:
         return "conversions", name, buffers, (len(want) // 128, 1, 1), (128, 1, 1), ()
     if name == "contraction":
         return "contraction", name, contraction_inputs(256), (2, 1, 1), (128, 1, 1), ()
+    if name == "nan_select":
+        buffers, grid, scalars = nan_select_case()
+        return "nan_select", "nan64", buffers, grid, (128, 1, 1), scalars
     buffers, grid, block, scalars, _ = ordinary_case(name, rng)
     return "ordinary", name, buffers, grid, block, scalars
 
@@ -1393,7 +1416,7 @@ def _rr(*args, timeout=600):
 
 
 GPU_CASES = [*INT_KERNELS, "logic3", "float_ops", "float_arith", "warp_ops", "atomics", "cas_loop", "const_mem", *ORDINARY,
-             *CVT_KERNELS, "contraction"]
+             *CVT_KERNELS, "contraction", "nan_select"]
 
 
 @pytest.mark.gpu
