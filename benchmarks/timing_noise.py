@@ -48,7 +48,7 @@ def main() -> None:
         one = work_launch(Path(d) / "one", a.iterations)
         two = work_launch(Path(d) / "two", 2 * a.iterations)
         print(f"{'case':<14} {'ref median ms':>13} {'other median ms':>15} {'ratio':>8} {'noise':>7} "
-              f"{'rounds':>8} {'throttled':>9}  within 1±2·noise")
+              f"{'rounds':>8} {'pairs':>5} {'throttled':>9}  within 1±2·noise  instance pairs' ratios")
         rows = [("self", one, one)] * a.repeats + [("2x work", one, two)]
         within_count = 0
         for label, x, y in rows:
@@ -57,8 +57,9 @@ def main() -> None:
             within = abs(t["ratio"] - 1) <= 2 * t["ratio_noise"] if label == "self" else ""
             within_count += within is True
             print(f"{label:<14} {ref['median_ms']:>13.4f} {oth['median_ms']:>15.4f} {t['ratio']:>8.4f} "
-                  f"{t['ratio_noise']:>7.2%} {t['rounds']:>8} "
-                  f"{ref['throttled'] + oth['throttled']:>9}  {within}")
+                  f"{t['ratio_noise']:>7.2%} {t['rounds']:>8} {t['instances']:>5} "
+                  f"{ref['throttled'] + oth['throttled']:>9}  {str(within):<17} "
+                  + " ".join(f"{r:.4f}" for r in t["instance_ratios"]))
         print(f"A/A: {within_count} of {a.repeats} within 1 ± 2·noise")
         print(f"device {t['device']['name']}, driver {t['device']['driver']}, cupy {t['device']['cupy']}, "
               f"SM clock {t['sm_clock_mhz']}")

@@ -425,7 +425,8 @@ def cmd_time(args) -> int:
               f"{s['throttled']} throttled")
     clocks = record["sm_clock_mhz"]
     print(f"ratio other/reference = {record['ratio']:.4f} ± {record['ratio_noise']:.2%} "
-          f"({record['stop']}); {record['device']['name']}, driver "
+          f"({record['stop']}; {record['rounds']} rounds over {record.get('instances', 1)} instance pairs); "
+          f"{record['device']['name']}, driver "
           f"{record['device'].get('driver_version') or record['device']['driver']}"
           + (f", SM clock {clocks['min']}-{clocks['max']} MHz" if clocks else ", SM clock unavailable"))
     if args.json:

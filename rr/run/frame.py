@@ -293,12 +293,12 @@ class PreparedFrame:
     """Every layer of a frame made ready on the device over one set of resident buffers;
     `launch_async` runs the whole frame (timing), `outputs` copies every buffer back."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, frame: Frame | None = None, arrays: dict | None = None):
         from rr.run.cuda import DeviceBuffers, PreparedLaunch
 
         self.directory = Path(directory)
-        self.frame = read_frame(directory)
-        self.device = DeviceBuffers(load_frame_buffers(directory, self.frame))
+        self.frame = frame or read_frame(directory)
+        self.device = DeviceBuffers(arrays if arrays is not None else load_frame_buffers(directory, self.frame))
         self.layers = [PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers]
 
     def launch_async(self, stream: int = 0) -> None:

@@ -1,17 +1,24 @@
 """Timing a launch against another, in the manner of NVBench.
 
-Both launches are prepared once; after a warm-up they are sampled interleaved, in A B B A order so
-that a slow drift (clocks, temperature) falls on both alike. Before
-every sample the L2 cache is flushed by a memset of an L2-sized buffer; each sample is the time
-between two CUDA events around the one launch. After each sample the SM clock is read (NVML) and a
-sample taken while the clock was below 90 % of the highest seen is dropped and counted as
-throttled, and so is the other sample of its round.
+Each side is prepared as several instances (separately allocated buffers, separately loaded
+modules), so that where a launch's memory and code happen to lie — an offset that is the same for
+every round of one pair of allocations and that no statistic of their rounds can see — varies
+between instances and enters the noise. After a warm-up the rounds visit the instance pairs in
+turn, each pair sampled A B, then B A at its next visit, so that a slow drift (clocks,
+temperature) falls on both alike and neither side always goes first. Before every sample the L2
+cache is flushed by a memset of an L2-sized buffer; each sample is the time between two CUDA
+events around the one launch. After each sample the SM clock is read (NVML) and a sample taken
+while the clock was below 90 % of the highest seen is dropped and counted as throttled, and so
+is the other sample of its round.
 
-The ratio is the median of the rounds' ratios (B's sample over A's, both taken within
-microseconds of each other, so that what drifts cancels), and its noise is the spread of that
-median over a moving-block bootstrap of the rounds: blocks of consecutive rounds keep the
-samples' correlation in time, which the standard error of two independent medians ignored (its
-0.03 % beside an A/A error of 0.1 %). Sampling stops when that noise is under the target (and
+The ratio of one instance pair is the trimmed mean of its rounds' ratios (B's sample over A's,
+both taken within microseconds of each other, so that what drifts cancels): a mean, not a median,
+because the events tick in steps of tens of ns and the median of quantised ratios sticks to one
+step; trimmed, so that a stray sample does not move it. Its noise is the spread of that mean over
+a moving-block bootstrap of the pair's rounds (blocks of consecutive rounds keep the samples'
+correlation in time). The ratio is the geometric mean of the pairs' ratios; its noise the larger
+of the pairs' standard error (their spread over √pairs, widened by Student's t for the few pairs
+there are) and what the bootstraps give. Sampling stops when that noise is under the target (and
 there are enough rounds), or at the time limit.
 """
 
@@ -84,28 +91,60 @@ class AllThrottled(RuntimeError):
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0  # the same samples give the same noise
+TRIM = 0.1  # the share of the rounds' ratios dropped at each end before their mean
+INSTANCES = 8  # instance pairs per timing, fewer when the device has not the memory
+MIN_ROUNDS_PER_PAIR = 8
+# Student's t at 97.5 % for 1..15 degrees of freedom, over the normal's 1.96: how much wider than
+# one standard error a pairs' mean is uncertain when the spread comes from so few of them
+_T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
+
+
+def _trimmed_mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    k = int(TRIM * x.shape[axis])
+    x = np.sort(x, axis=axis)
+    return np.take(x, np.arange(k, x.shape[axis] - k), axis=axis).mean(axis=axis)
 
 
 def paired_ratio(a: list[float], b: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """(ratio, relative noise) of rounds' paired samples: the median of b[i] / a[i], and the
-    standard deviation of that median over a moving-block bootstrap of the rounds, over the
-    median. A block is n^(1/3) consecutive rounds (the usual length), or twice the series'
+    """(ratio, relative noise) of one instance pair's rounds: the trimmed mean of b[i] / a[i], and
+    the standard deviation of that mean over a moving-block bootstrap of the rounds, over the
+    ratio. A block is n^(1/3) consecutive rounds (the usual length), or twice the series'
     correlation time where that is longer — (1 + ρ)/(1 − ρ) for the lag-1 autocorrelation ρ of the
     rounds' ratios, as for an AR(1) series — so that blocks hold what is correlated (at most a
     quarter of the rounds). Fewer than two rounds: the noise is infinite."""
     if len(a) != len(b) or not a:
         raise ValueError(f"paired samples of equal, non-zero length, not {len(a)} and {len(b)}")
     r = np.asarray(b, np.float64) / np.asarray(a, np.float64)
-    ratio = float(np.median(r))
+    ratio = float(_trimmed_mean(r))
     n = r.size
     if n < 2:
         return ratio, math.inf
     block = min(max(1, n // 4), max(round(n ** (1 / 3)), math.ceil(2 * _correlation_time(r))))
     starts = np.random.default_rng(seed).integers(0, n - block + 1, (resamples, -(-n // block)))
     index = (starts[:, :, None] + np.arange(block)).reshape(resamples, -1)[:, :n]
-    medians = np.median(r[index], axis=1)
-    return ratio, float(np.std(medians, ddof=1) / ratio)
+    means = _trimmed_mean(r[index], axis=1)
+    return ratio, float(np.std(means, ddof=1) / ratio)
+
+
+def instances_ratio(pairs: list[tuple[list[float], list[float]]], resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float, list[float]]:
+    """(ratio, relative noise, each pair's ratio) over instance pairs, each (a, b) its rounds'
+    paired samples: the geometric mean of the pairs' ratios (`paired_ratio`); the noise the larger
+    of their standard error — the spread of their logarithms over √pairs, times t(97.5 %)/1.96 for
+    pairs − 1 degrees of freedom, so that ratio ± 2·noise is about a 95 % interval even from a few
+    pairs — and the bootstraps' noise of the mean. One pair: its bootstrap noise (placement unseen)."""
+    if not pairs:
+        raise ValueError("no instance pairs")
+    each = [paired_ratio(a, b, resamples, seed) for a, b in pairs]
+    logs = np.log([r for r, _ in each])
+    ratio = float(np.exp(logs.mean()))
+    within = math.sqrt(sum(n * n for _, n in each)) / len(each)
+    if len(each) < 2:
+        return ratio, within, [each[0][0]]
+    widen = _T_975[min(len(each) - 2, len(_T_975) - 1)] / 1.96
+    between = float(np.std(logs, ddof=1) / math.sqrt(len(each)) * widen)
+    return ratio, max(between, within), [r for r, _ in each]
 
 
 def _correlation_time(x: np.ndarray) -> float:
@@ -117,45 +156,77 @@ def _correlation_time(x: np.ndarray) -> float:
     return (1 + rho) / (1 - rho)
 
 
-def _prepared(directory: str):
-    """A launch, or a whole frame (rr.run.frame), made ready to be launched again and again."""
-    from rr.run.frame import PreparedFrame, is_frame
+class _Side:
+    """One side of a timing: its launch (or frame) read once; `instance()` makes one more copy of
+    it ready on the device — its own buffers and its own module load — to be launched again and
+    again."""
 
-    return PreparedFrame(directory) if is_frame(directory) else PreparedLaunch(directory)
+    def __init__(self, directory: str):
+        from rr.run.frame import is_frame, load_frame_buffers, read_frame
+        from rr.run.launch import load_buffers, read_launch
+
+        self.directory = directory
+        self.frame = read_frame(directory) if is_frame(directory) else None
+        self.launch = None if self.frame else read_launch(directory)
+        self.arrays = load_frame_buffers(directory, self.frame) if self.frame else load_buffers(directory, self.launch)
+
+    def instance(self):
+        from rr.run.cuda import DeviceBuffers
+        from rr.run.frame import PreparedFrame
+
+        if self.frame:
+            return PreparedFrame(self.directory, self.frame, dict(self.arrays))
+        return PreparedLaunch(self.directory, self.launch, DeviceBuffers(dict(self.arrays)))
+
+
+def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
+    """Up to `wanted` instance pairs, as many as half the free device memory holds after the
+    first (whose footprint is measured)."""
+    from cupy.cuda import runtime
+
+    free_before = runtime.memGetInfo()[0]
+    pairs = [[s.instance() for s in sides]]
+    free_after = runtime.memGetInfo()[0]
+    footprint = max(free_before - free_after, 1)
+    fit = 1 + int(0.5 * free_after // footprint)
+    pairs += [[s.instance() for s in sides] for _ in range(min(wanted, fit) - 1)]
+    return pairs
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
-              warmup: int = 5, min_samples: int = 50) -> dict:
+              warmup: int = 5, min_samples: int = 50, instances: int = INSTANCES) -> dict:
     import cupy
     from cupy.cuda import runtime
 
     info = device_info()
-    launches = [_prepared(dir_a), _prepared(dir_b)]
+    pairs = _instance_pairs([_Side(dir_a), _Side(dir_b)], max(1, instances))
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
     for _ in range(warmup):
-        for p in launches:
-            p.launch_async(stream.ptr)
+        for pair in pairs:
+            for p in pair:
+                p.launch_async(stream.ptr)
     stream.synchronize()
-    samples: list[list[float]] = [[], []]  # samples[i][k]: launch i's in round k (kept rounds only)
+    # samples[e][i][k]: side i of instance pair e in that pair's k-th kept round
+    samples: list[list[list[float]]] = [[[], []] for _ in pairs]
     throttled = [0, 0]
     clocks: list[int] = []
     peak = 0
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     t0 = time.perf_counter()
     rounds = 0
-    check_at = min_samples
+    check_at = max(min_samples, MIN_ROUNDS_PER_PAIR * len(pairs))
     while True:
-        order = (0, 1) if rounds % 2 == 0 else (1, 0)
+        e, visit = rounds % len(pairs), rounds // len(pairs)
+        order = (0, 1) if visit % 2 == 0 else (1, 0)  # each pair A B, then B A at its next visit
         rounds += 1
         taken = [0.0, 0.0]
         dropped = False
         for i in order:
-            p = launches[i]
             runtime.memsetAsync(l2.data.ptr, i + 1, l2.nbytes, stream.ptr)
             start.record(stream)
-            p.launch_async(stream.ptr)
+            pairs[e][i].launch_async(stream.ptr)
             end.record(stream)
             end.synchronize()
             taken[i] = cupy.cuda.get_elapsed_time(start, end)
@@ -168,26 +239,30 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
                     dropped = True  # the round's pair goes with it
         if not dropped:
             for i in (0, 1):
-                samples[i].append(taken[i])
+                samples[e][i].append(taken[i])
+        kept = sum(len(x[0]) for x in samples)
         # the bootstrap at 10 % more rounds each time: its cost stays a small share of the sampling
-        if len(samples[0]) >= check_at:
-            check_at = max(check_at + 1, math.ceil(len(samples[0]) * 1.1))
-            if paired_ratio(*samples, resamples=200)[1] < noise_target:
+        if kept >= check_at and all(len(x[0]) >= 2 for x in samples):
+            check_at = max(check_at + 1, math.ceil(kept * 1.1))
+            if instances_ratio([tuple(x) for x in samples], resamples=200)[1] < noise_target:
                 stop = "noise target reached"
                 break
         if time.perf_counter() - t0 > time_limit_s:
             stop = "time limit reached"
             break
-    if not samples[0]:
+    measured = [tuple(x) for x in samples if x[0]]
+    if not measured:
         raise AllThrottled(f"every one of the {rounds} rounds had a sample taken below 90 % of the highest SM "
                            f"clock seen ({peak} MHz): nothing to time")
-    a, b = (_series(s, t) for s, t in zip(samples, throttled))
-    ratio, ratio_noise = paired_ratio(*samples)
+    a, b = (_series([t for x in measured for t in x[i]], throttled[i]) for i in (0, 1))
+    ratio, ratio_noise, each = instances_ratio(measured)
     return {
         "status": "ok", "backend": "cuda", "stop": stop, "noise_target": noise_target,
         "reference": asdict(a), "other": asdict(b), "ratio": ratio, "ratio_noise": ratio_noise,
-        "rounds": len(samples[0]),
-        "ratio_method": "median of the rounds' paired ratios; noise: moving-block bootstrap of the rounds",
+        "rounds": sum(len(x[0]) for x in measured), "instances": len(pairs), "instance_ratios": each,
+        "ratio_method": ("geometric mean over instance pairs (each side's own buffers and module load) of the "
+                         "trimmed mean of their rounds' paired ratios; noise: the larger of the pairs' standard "
+                         "error (Student-widened) and their moving-block bootstraps'"),
         "device": {**info, "driver_version": nvml.driver_version()},
         "sm_clock_mhz": {"min": min(clocks), "max": max(clocks)} if clocks else None,
         "wall_s": time.perf_counter() - t0,
