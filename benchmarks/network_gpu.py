@@ -317,25 +317,30 @@ def cells(args) -> None:
 
 
 def timing(args) -> None:
-    """`rr time` (interleaved rounds, L2 flushed, paired-ratio noise): the whole frame with enc2's
-    phase 8 isolated against the reference frame, and enc2 alone likewise."""
+    """`rr time` (interleaved rounds over instance pairs, L2 flushed): the whole frame with enc2's
+    phase --phase spliced by --template (isolate) against the reference frame, and enc2 alone
+    likewise."""
     from rr.run.frame import replace_layer
 
     work = Path(args.work)
-    iso = work / "cells" / f"enc2_isolate_{args.phase}.cubin"
+    tag = f"{args.template}_{args.phase}"
+    iso = work / "cells" / f"enc2_{tag}.cubin"
     out = {}
-    if not (work / "iso.frame").exists():
-        replace_layer(work / "ref.frame", "enc2", iso, work / "iso.frame")
-    rr("relaunch", work / "ref.frame", "--layer", "enc2", "--extract", "-o", work / "enc2.alone")
-    rr("relaunch", work / "ref.frame", "--layer", "enc2", "--extract", "--module", iso, "-o", work / "iso.alone")
-    for label, a, b in (("frame", "ref.frame", "iso.frame"), ("enc2", "enc2.alone", "iso.alone")):
+    if not (work / f"{tag}.frame").exists():
+        replace_layer(work / "ref.frame", "enc2", iso, work / f"{tag}.frame")
+    if not (work / "enc2.alone").exists():
+        rr("relaunch", work / "ref.frame", "--layer", "enc2", "--extract", "-o", work / "enc2.alone")
+    rr("relaunch", work / "ref.frame", "--layer", "enc2", "--extract", "--module", iso, "-o", work / f"{tag}.alone")
+    for label, a, b in (("frame", "ref.frame", f"{tag}.frame"), ("enc2", "enc2.alone", f"{tag}.alone")):
         rr("time", work / a, "--vs", work / b, "--time-limit", args.time_limit, "-o", work / f"time_{label}.json")
         t = json.loads((work / f"time_{label}.json").read_text())
         out[label] = {"reference_ms": t["reference"]["median_ms"], "spliced_ms": t["other"]["median_ms"],
-                      "ratio": t["ratio"], "ratio_noise": t["ratio_noise"], "rounds": t["rounds"]}
-        log(f"{label}: reference {t['reference']['median_ms']:.4f} ms, isolate phase {args.phase} "
-            f"{t['other']['median_ms']:.4f} ms, ratio {t['ratio']:.4f} ± {t['ratio_noise']:.2%} ({t['rounds']} rounds)")
-    (work / "timing_results.json").write_text(json.dumps(out, indent=1))
+                      "ratio": t["ratio"], "ratio_noise": t["ratio_noise"], "rounds": t["rounds"],
+                      "instances": t["instances"], "instance_ratios": t["instance_ratios"]}
+        log(f"{label}: reference {t['reference']['median_ms']:.4f} ms, {args.template} phase {args.phase} "
+            f"{t['other']['median_ms']:.4f} ms, ratio {t['ratio']:.4f} ± {t['ratio_noise']:.2%} ({t['rounds']} rounds, "
+            f"{t['instances']} instance pairs: {' '.join(f'{r:.4f}' for r in t['instance_ratios'])})")
+    (work / f"timing_{tag}.json").write_text(json.dumps(out, indent=1))
 
 
 def main() -> None:
@@ -349,6 +354,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--phase", type=int, default=8)
+    ap.add_argument("--template", default="isolate", help="timing: the spliced cell's template")
     ap.add_argument("--time-limit", type=float, default=10)
     args = ap.parse_args()
     {"prepare": prepare, "reference": reference, "models": models, "cells": cells, "timing": timing}[args.stage](args)
