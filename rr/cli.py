@@ -905,7 +905,15 @@ def entry() -> int:
                    if unused and name not in sys.modules)
     if absent:
         sys.meta_path.insert(0, _Without(absent))
-    return main(argv)
+    status = main(argv)
+    # The process ends here: the objects left (an analysis's cyclic garbage, the caches) are
+    # handed to the operating system whole instead of being collected and freed one by one at
+    # exit, 0.06 s of `rr spec` on the widest layer. Output files are closed by then; stdout and
+    # stderr are flushed by the interpreter as ever.
+    import gc
+
+    gc.freeze()
+    return status
 
 
 class _Without:

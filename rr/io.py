@@ -15,13 +15,10 @@ ever destroys data.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +40,9 @@ def _default_mode(directory: bool) -> int:
 
 
 def _host() -> str:
+    import hashlib  # with socket, secrets: 10 ms of the start of commands that write nothing
+    import socket
+
     return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 
@@ -196,6 +196,8 @@ def _swap_in(tmp: Path, target: Path) -> None:
     remove) and deleted after."""
     old = None
     if target.exists():
+        import secrets
+
         old = target.parent / f"{_temporary_prefix(target)}{secrets.token_hex(4)}.old.tmp"
         os.rename(target, old)
     os.rename(tmp, target)

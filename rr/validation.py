@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import stat
-from importlib import resources
 from pathlib import Path
 
 import functools
@@ -152,6 +151,8 @@ def _validator_class():
 
 def schema(name: str) -> dict:
     """A schema shipped in rr/data (YAML or JSON)."""
+    from importlib import resources  # 15 ms, for the commands that validate
+
     import yaml
 
     return yaml.safe_load(resources.files("rr.data").joinpath(name).read_text(encoding="utf-8"))

@@ -4,6 +4,7 @@ every occurrence, and survives truncated or corrupt containers with a warning na
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import struct
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import CUDA_DIR, NVCC
+from rr.cli import main
 from rr.corpus import (FatbinError, find_entry, fnv1a64, fnv1a64_hex, read_container, scan_bytes,
                        scan_source, write_container, write_corpus)
 from rr.corpus.fatbin import ENTRY, HEADER, KIND_ELF, KIND_PTX
@@ -123,6 +125,57 @@ def test_find_resolves_a_layer_to_its_module(tmp_path):
     hits = find_entry(tmp_path / "corpus", "enc2$")
     assert [e for _, e in hits] == ["enc2"]
     assert "enc2" in hits[0][0].read_text()
+
+
+def _corpus(tmp_path) -> Path:
+    blob, _ = _engine_binary()
+    (tmp_path / "engine.dll").write_bytes(blob)
+    write_corpus(scan_source(tmp_path / "engine.dll"), tmp_path / "corpus")
+    return tmp_path / "corpus"
+
+
+def test_the_entry_index_holds_each_module_once_with_the_entries_index_parquet_gives_it(tmp_path):
+    corpus = _corpus(tmp_path)
+    rows = pq.read_table(corpus / "index.parquet").to_pylist()
+    index = json.loads((corpus / "entries.json").read_text())
+    # four occurrences, the text module twice (as text and in the Zstd fatbin): three keys, each
+    # at its module's first occurrence, with the entries its rows give
+    assert len(rows) == 4 and list(index) == list(dict.fromkeys(r["hash"] for r in rows))
+    assert all(index[r["hash"]] == r["entries"] for r in rows)
+    assert sorted(e for es in index.values() for e in es) == ["enc0", "enc1", "enc2"]
+
+
+def test_a_corpus_written_before_the_entry_index_is_read_through_index_parquet(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    found = find_entry(corpus, "enc")
+    assert main(["spec", str(corpus), "--entry", "enc1"]) == 0
+    table = capsys.readouterr().out
+    (corpus / "entries.json").unlink()
+    rows = pq.read_table(corpus / "index.parquet").to_pylist()
+    assert find_entry(corpus, "enc") == found
+    assert [e for _, e in found] == list(dict.fromkeys(e for r in rows for e in r["entries"]))  # in the index's order
+    assert main(["spec", str(corpus), "--entry", "enc1"]) == 0
+    assert capsys.readouterr().out == table and "enc1: " in table
+
+
+@pytest.mark.parametrize("content", ['{"0123456789abcdef": ["enc0"', '["enc0"]', '{"../../enc0": ["enc0"]}',
+                                     '{"0123456789abcdef": "enc0"}', '{"0123456789abcdef": [1]}'])
+def test_a_malformed_entry_index_is_an_error_naming_it(tmp_path, capsys, content):
+    corpus = _corpus(tmp_path)
+    (corpus / "entries.json").write_text(content)
+    assert main(["spec", str(corpus), "--entry", "enc0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rr: error: {corpus / 'entries.json'}") and "Traceback" not in err
+
+
+def test_spec_of_a_corpus_reads_its_index_without_pyarrow_or_the_codecs(tmp_path):
+    # importing pyarrow was a tenth of `rr spec` on a wide layer, the codecs a little more
+    corpus = _corpus(tmp_path)
+    code = ("import sys; from rr.cli import main; main(['spec', sys.argv[1], '--entry', 'enc2']); "
+            "print([m for m in ('pyarrow', 'zstandard', 'lz4') if m in sys.modules])")
+    r = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "enc2: " in r.stdout and r.stdout.splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("damage", ["truncated", "bad_lz4", "bad_size", "bad_version"])

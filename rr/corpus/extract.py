@@ -15,6 +15,7 @@ time is linear in the file size; modules stream to the output directory one at a
 from __future__ import annotations
 
 import bisect
+import functools
 import mmap
 import os
 import re
@@ -24,13 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from rr.corpus.fatbin import (HEADER, KIND_PTX, MAGIC_BYTES, MAX_MODULE_BYTES, FatbinError, container_end,
                               iter_entries)
 from rr.corpus.fnv import fnv1a64_hex
-from rr.io import OutputRefused, atomic_dir
+from rr.io import OutputRefused, atomic_dir, json_text
 from rr.ptx import ParseError, parse
 
 _VERSION = re.compile(rb"\.version[ \t]+\d+\.\d+")
@@ -330,31 +328,50 @@ def _mapped(path: Path):
         os.close(fd)
 
 
-INDEX_SCHEMA = pa.schema([
-    pa.field("hash", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("container", pa.string(), nullable=False),
-    pa.field("compressed", pa.string(), nullable=False),
-    pa.field("arch", pa.int32()),  # null for text modules and .ptx files
-    pa.field("size", pa.int64(), nullable=False),
-    pa.field("version", pa.string()),
-    pa.field("target", pa.string()),
-    pa.field("entries", pa.list_(pa.string()), nullable=False),
-])
+INDEX = "index.parquet"
+# Beside the index: each distinct module's entries, so that finding an entry needs no pyarrow
+# (importing it took 0.08–0.1 s of every `rr spec CORPUS`). A corpus written without it (before it
+# existed) is read through the index.
+ENTRIES = "entries.json"
+_HASH = re.compile(r"[0-9a-f]{16}")
 
-def write_corpus(modules: Iterable[FoundModule], out_dir: str | Path, source: str | Path | None = None) -> pa.Table:
-    """Write `modules/<fnv1a64>.ptx` once per distinct module and `index.parquet`, one row per
-    occurrence, as one directory that appears whole or not at all; `modules` may be an
-    Extraction or an iterator (each module is written as it comes). Returns the index table.
+
+@functools.cache
+def index_schema():
+    """index.parquet's schema (docs/formats.md), one row per occurrence of a module."""
+    import pyarrow as pa  # imported only where Parquet is written or read
+
+    return pa.schema([
+        pa.field("hash", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("container", pa.string(), nullable=False),
+        pa.field("compressed", pa.string(), nullable=False),
+        pa.field("arch", pa.int32()),  # null for text modules and .ptx files
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("version", pa.string()),
+        pa.field("target", pa.string()),
+        pa.field("entries", pa.list_(pa.string()), nullable=False),
+    ])
+
+
+def write_corpus(modules: Iterable[FoundModule], out_dir: str | Path, source: str | Path | None = None):
+    """Write `modules/<fnv1a64>.ptx` once per distinct module, `index.parquet`, one row per
+    occurrence, and `entries.json`, as one directory that appears whole or not at all; `modules`
+    may be an Extraction or an iterator (each module is written as it comes). Returns the index
+    table (a pyarrow Table).
 
     CorpusError, with nothing written, when there is no module (naming `source`), when `out_dir`
     may not be written (`rr.io.check_output`: it holds or is inside `source`, or is a directory
     rr did not write), or on an operating-system error (a full disk)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     out_dir = Path(out_dir)
     if isinstance(modules, Extraction):
         modules = modules.modules
-    rows = {name: [] for name in INDEX_SCHEMA.names}
+    schema = index_schema()
+    rows = {name: [] for name in schema.names}
     try:
         with atomic_dir(out_dir, inputs=() if source is None else (source,)) as tmp:
             (tmp / "modules").mkdir()
@@ -371,8 +388,9 @@ def write_corpus(modules: Iterable[FoundModule], out_dir: str | Path, source: st
                     rows[name].append(value)
             if not written:
                 raise CorpusError(f"{out_dir if source is None else source}: no PTX module found")
-            table = pa.Table.from_pydict(rows, schema=INDEX_SCHEMA)
-            pq.write_table(table, tmp / "index.parquet")
+            table = pa.Table.from_pydict(rows, schema=schema)
+            pq.write_table(table, tmp / INDEX)
+            (tmp / ENTRIES).write_text(json_text(_first_occurrences(zip(rows["hash"], rows["entries"]))))
     except OutputRefused as e:
         raise CorpusError(str(e)) from None
     except OSError as e:
@@ -382,26 +400,51 @@ def write_corpus(modules: Iterable[FoundModule], out_dir: str | Path, source: st
 
 
 def find_entry(corpus_dir: str | Path, pattern: str) -> list[tuple[Path, str]]:
-    """(module path, entry) for every entry in the corpus whose name matches the regex `pattern`."""
+    """(module path, entry) for every entry in the corpus whose name matches the regex `pattern`,
+    each module once, in the order of their first occurrences."""
     corpus_dir = Path(corpus_dir)
-    # one file's columns through ParquetFile: read_table would import pyarrow.dataset and
-    # pyarrow.compute (0.1 s, a third of a small `rr spec`'s start-up) to read the same rows
-    index = pq.ParquetFile(corpus_dir / "index.parquet").read(columns=["hash", "entries"]).to_pylist()
     regex = re.compile(pattern)
-    seen, hits = set(), []
-    for row in index:
-        for entry in row["entries"]:
-            if regex.search(entry) and (row["hash"], entry) not in seen:
-                seen.add((row["hash"], entry))
-                hits.append((corpus_dir / "modules" / f"{row['hash']}.ptx", entry))
-    return hits
+    return [(corpus_dir / "modules" / f"{h}.ptx", entry) for h, entries in module_entries(corpus_dir).items()
+            for entry in dict.fromkeys(entries) if regex.search(entry)]
+
+
+def module_entries(corpus_dir: str | Path) -> dict[str, list[str]]:
+    """hash -> the entries its module defines, each distinct module once, in the order of its first
+    occurrence: from entries.json, or from index.parquet in a corpus written without it. A
+    malformed entries.json is InvalidInput naming it."""
+    corpus_dir = Path(corpus_dir)
+    path = corpus_dir / ENTRIES
+    if not path.exists():
+        import pyarrow.parquet as pq
+
+        # one file's columns through ParquetFile: read_table would import pyarrow.dataset and
+        # pyarrow.compute (0.1 s) to read the same rows
+        rows = pq.ParquetFile(corpus_dir / INDEX).read(columns=["hash", "entries"]).to_pylist()
+        return _first_occurrences((r["hash"], r["entries"]) for r in rows)
+    from rr.validation import InvalidInput, read_json
+
+    found = read_json(path)
+    if not (isinstance(found, dict) and all(_HASH.fullmatch(h) and isinstance(e, list) and
+                                            all(isinstance(x, str) for x in e) for h, e in found.items())):
+        raise InvalidInput(f"{path}: not a corpus's entry index (an object of module hashes, 16 lowercase hex "
+                           "digits, each with the list of its entries' names)")
+    return found
+
+
+def _first_occurrences(rows: Iterable[tuple[str, list[str]]]) -> dict[str, list[str]]:
+    """entries.json's mapping from the index's (hash, entries) rows, one per occurrence (the copies
+    of a module, having its text, have its entries)."""
+    out: dict[str, list[str]] = {}
+    for h, entries in rows:
+        out.setdefault(h, entries)
+    return out
 
 
 def corpus_layers(corpus_dir: str | Path, entry_pattern: str) -> list[str]:
     """The layers a corpus has: every entry the pattern (`…_{layer}_kernel`) matches, its {layer}
     part, in the order the corpus first holds them."""
     corpus_dir = Path(corpus_dir)
-    if not (corpus_dir / "index.parquet").is_file():
+    if not (corpus_dir / INDEX).is_file():
         raise CorpusError(f"{corpus_dir}: no corpus extracted yet, so its layers are not known: run "
                           f"`snakemake {corpus_dir}/index.parquet` first, or list the layers in the config")
     head, _, tail = entry_pattern.partition("{layer}")

@@ -25,8 +25,6 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import lz4.block
-import zstandard
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = MAGIC.to_bytes(4, "little")
@@ -170,7 +168,10 @@ def _payload(data, start: int, payload_size: int, flags: int, compressed_size: i
         raise _BadPayload(f"{name} payload claims {decompressed_size} bytes decompressed, over the "
                           f"module cap of {max_bytes} bytes")
     body = bytes(data[start:start + (compressed_size or payload_size)])
+    # the codecs are imported where a payload needs one: reading a corpus (`rr spec CORPUS`) needs none
     if flags & FLAG_ZSTD:
+        import zstandard
+
         try:
             # A stream read stops one byte past the claim: the frame's own content size (which
             # may claim terabytes) is never allocated.
@@ -179,6 +180,8 @@ def _payload(data, start: int, payload_size: int, flags: int, compressed_size: i
         except zstandard.ZstdError as e:
             raise _BadPayload(f"corrupt Zstd payload: {e}") from None
     else:
+        import lz4.block
+
         if decompressed_size > _LZ4_MAX_RATIO * len(body):
             raise _BadPayload(f"LZ4 payload claims {decompressed_size} bytes from {len(body)}, more "
                               f"than LZ4 inflates to ({_LZ4_MAX_RATIO}x)")
@@ -198,6 +201,9 @@ def _payload(data, start: int, payload_size: int, flags: int, compressed_size: i
 def write_container(entries: list[tuple[int, int, bytes, str]], ptx_version: tuple = (9, 0)) -> bytes:
     """A container holding `(kind, arch, payload, compression)` entries; compression is
     'none', 'lz4' or 'zstd'. PTX payloads should carry their NUL terminator."""
+    import lz4.block
+    import zstandard
+
     body = bytearray()
     for kind, arch, payload, compression in entries:
         flags = FLAG_64BIT | FLAG_LINUX

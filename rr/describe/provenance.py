@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rr.describe.phases import MMA_PREFIXES, Epilogue, Phase, mma_operands
+from rr.describe.phases import MMA_PREFIXES, Epilogue, Phase, statement_fragments
 from rr.describe.values import (
     LANES,
     Ranges,
@@ -178,7 +178,8 @@ class Dataflow:
         """An mma statement's (D, A, B, C) register names (`rr.describe.phases.mma_operands`)."""
         found = self._fragments.get(stmt, False)
         if found is False:
-            found = self._fragments[stmt] = mma_operands(self.statements[stmt - 1].opcode, self.operands(stmt))
+            found = self._fragments[stmt] = statement_fragments(self.statements[stmt - 1],
+                                                                lambda s: self.operands(s.stmt))
         return found
 
     def reaching(self, register: str, stmt: int) -> tuple[int, ...]:
@@ -518,8 +519,13 @@ def _integer_conversion(op: str, v: Value, ranges: Ranges) -> Value | None:
 
 
 def _bytes(opcode: str, data) -> int:
-    n = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}.get(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]), 4)
-    return n * (len(data.items) if isinstance(data, Vec) else 1)
+    return _type_bytes(opcode) * (len(data.items) if isinstance(data, Vec) else 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _type_bytes(opcode: str) -> int:
+    """Bytes of one element of an access by the opcode's last suffix (4 when it names no width)."""
+    return {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}.get(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]), 4)
 
 
 _DECLARATION = re.compile(r"\.(shared|global|const|local)\b(?:.*?\.align\s+(\d+))?.*?([A-Za-z_$][\w$]*)\s*(?:\[|;|=)", re.S)
@@ -595,7 +601,11 @@ class _Tracer:
 
     def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
         """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
-        reaches = tuple((r, tuple(d for d in self.flow.reaching(r, at) if d not in skip)) for r in dict.fromkeys(regs))
+        reach = self.flow.reach.of
+        if skip:
+            reaches = tuple((r, tuple(d for d in reach(r, at) if d not in skip)) for r in dict.fromkeys(regs))
+        else:  # A and B, read by most mma
+            reaches = tuple((r, reach(r, at)) for r in dict.fromkeys(regs))
         found = self._operands.get(reaches)
         if found is None:  # an A quad read by many mma of a phase is traced once
             found = self._operands[reaches] = _combine([self._reached(r, reach) for r, reach in reaches])
@@ -678,16 +688,16 @@ class _Tracer:
                 return Source("input", "", [acc])
             kind = "weight" if acc.lane_linear else "table"
             return Source(kind, acc.base or "?", [acc])
-        here = self._computed(stmt)
-        ops = flow.operands(stmt)
-        if op.startswith("mov.") and not s.uses and len(ops) == 2 and isinstance(ops[1], Imm):
-            return Source("zero") if ops[1].value == 0 else here
+        mov = op.startswith("mov.")
+        ops = flow.operands(stmt) if mov else ()  # only a mov's operands decide anything below
+        if mov and not s.uses and len(ops) == 2 and isinstance(ops[1], Imm):
+            return Source("zero") if ops[1].value == 0 else self._computed(stmt)
         if depth >= 40:
-            return here
-        if op.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Reg) and not ops[1].special \
+            return self._computed(stmt)
+        if mov and len(ops) == 2 and isinstance(ops[1], Reg) and not ops[1].special \
                 and isinstance(ops[0], Reg) and s.guard is None:
             return _combine(self._uses(stmt, depth))  # a copy is what it copies
-        if op.startswith("mov.") and len(ops) == 2 and (isinstance(ops[1], Vec) or isinstance(ops[0], Vec)):
+        if mov and len(ops) == 2 and (isinstance(ops[1], Vec) or isinstance(ops[0], Vec)):
             # joins and splits of halves carry what the parts were: loads stay loads, packs packs
             inner = self._uses(stmt, depth)
             merged = _combine(inner)
@@ -695,7 +705,7 @@ class _Tracer:
                 return merged if merged.kind not in ("D", "transpose") else _packed(merged, False)
             if merged.kind == "computed":
                 return merged
-            return here
+            return self._computed(stmt)
         if op.startswith(("cvt.", "mov.", "movmatrix")):
             transpose = op.startswith("movmatrix")
             phases = set()
@@ -706,11 +716,11 @@ class _Tracer:
                 elif inner.kind == "computed":
                     return inner  # a repack names the epilogue that computed the values
                 else:
-                    return here
+                    return self._computed(stmt)
             if len(phases) == 1:
                 p = phases.pop()
                 return Source("transpose" if transpose else "pack", f"D of phase {p}", phase=p)
-        return here
+        return self._computed(stmt)
 
     def _staged(self, stmt: int, load: Access | None, depth: int) -> str:
         """What the shared stores a shared load reads had stored: the stores of its epoch

@@ -16,6 +16,7 @@ omit its ';': as for ptxas, it ends where the next module-level directive begins
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from rr.ptx.errors import ParseError
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import head
 from rr.ptx.forms import check_operands, check_text
-from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed
+from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed, well_formed
 from rr.ptx.scan import LEAD, LINE_DIRECTIVE, malformed, scan_body
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 
@@ -35,7 +36,6 @@ _LINE_DIRECTIVES = frozenset({"version", "target", "address_size", "file", "loc"
 # A line directive ends at the end of its line; a lone CR ends it too (ptxas reads CR as a blank,
 # and `.version 8.7\r.target sm_90` is two directives to it).
 _LINE_TEXT = re.compile(r"[^\r\n/]*(?:/(?![/*])[^\r\n/]*)*")
-_WELL_FORMED_PARTS = re.compile(r"\s*" + INSTRUCTION_PATTERN)
 # Up to ';' — comments and strings may hold ';' and are skipped as units.
 _TO_SEMI = re.compile(r'(?:[^;/"]|/(?![/*])|//[^\n]*|/\*.*?\*/|"[^"\n]*")*;', re.S)
 # A function or declaration header: up to the first '{' or ';' outside parentheses.
@@ -122,7 +122,7 @@ def check_instruction(ins: Instruction, text: str, source: str) -> None:
 
 
 def _operand_text(text: str) -> tuple[str, str]:
-    m = _WELL_FORMED_PARTS.match(text)
+    m = well_formed().match(text)
     return m.group("op"), (m.group("dest") or "") + (m.group("rest") or "")
 
 
@@ -286,7 +286,7 @@ class _Parser:
         items = top
         line = self.line_at(self.pos)
         pos = self.pos
-        match = _BODY_ITEM.match
+        match = _body_item().match
         while True:
             m = match(text, pos)
             kind = m.lastgroup
@@ -361,17 +361,20 @@ class _Parser:
 # (the rare comment inside one is re-taken with _TO_SEMI); `.loc`/`.file` end at the line's end.
 # A well-formed instruction (`ins`) is matched by the operand grammar itself; `other` instructions
 # (comments inside, constant expressions, syntax errors) are checked by the typed operand parser.
-_BODY_ITEM = re.compile(
-    rf"(?P<lead>{LEAD})"
-    r"(?:(?P<close>\})|(?P<open>\{)"
-    r"|(?P<label>[A-Za-z_$][\w$]*[ \t]*:(?!:))"
-    rf"|(?P<ldir>{LINE_DIRECTIVE})"
-    r'|(?P<dir>\.[A-Za-z_]\w*(?:[^;"]|"[^"\n]*")*;)'
-    rf"|(?P<ins>{INSTRUCTION_PATTERN})"
-    r"|(?P<other>[@A-Za-z][^;]*;)"
-    r"|(?P<bad>))",
-    re.S,
-)
+@functools.cache
+def _body_item() -> re.Pattern:
+    """The pattern, compiled on first use (15 ms): a body the scan's fast path reads never needs it."""
+    return re.compile(
+        rf"(?P<lead>{LEAD})"
+        r"(?:(?P<close>\})|(?P<open>\{)"
+        r"|(?P<label>[A-Za-z_$][\w$]*[ \t]*:(?!:))"
+        rf"|(?P<ldir>{LINE_DIRECTIVE})"
+        r'|(?P<dir>\.[A-Za-z_]\w*(?:[^;"]|"[^"\n]*")*;)'
+        rf"|(?P<ins>{INSTRUCTION_PATTERN})"
+        r"|(?P<other>[@A-Za-z][^;]*;)"
+        r"|(?P<bad>))",
+        re.S,
+    )
 
 
 _LINKAGE = frozenset({"visible", "extern", "weak", "common", "align"})
