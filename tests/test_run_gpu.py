@@ -1,5 +1,6 @@
 """The CUDA backend on a real GPU: struct parameters, e4m3 mma, textures and surfaces against
-numpy; faults and hangs isolated in the child process; timing that measures what it should."""
+numpy; faults and hangs isolated in the child process; timing that measures what it should —
+each with a fresh child per job and with the GPU's long-lived worker (RR_WORKER=1)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ import pytest
 from run_kernels import single_buffer_launch, struct_launch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("gpu")]
+
+
+@pytest.fixture(autouse=True, params=["child", "worker"])
+def child_kind(request, monkeypatch, tmp_path_factory):
+    if request.param == "worker":
+        monkeypatch.setenv("RR_WORKER", "1")
+        monkeypatch.setenv("RR_WORKER_DIR", str(tmp_path_factory.mktemp("workers")))
+        monkeypatch.setenv("RR_WORKER_IDLE_S", "10")
+    return request.param
 
 
 def _rr(*args, timeout=300):

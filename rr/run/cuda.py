@@ -134,6 +134,17 @@ class PreparedLaunch:
         self._images = [np.frombuffer(b, dtype=np.uint8).copy() for b in param_images(self.launch, handles)]
         self._pointers = np.array([img.ctypes.data for img in self._images], dtype=np.uint64)
 
+    def __del__(self):
+        # a long-lived worker (rr.run.worker) loads modules job after job: each goes with its launch
+        module = getattr(self, "module", None)
+        if module is not None:
+            try:
+                from cupy.cuda import driver
+
+                driver.moduleUnload(module)
+            except Exception:  # a context already gone (interpreter exit, a fault): nothing to free
+                pass
+
     def launch_async(self, stream: int = 0) -> None:
         from cupy.cuda import driver
 

@@ -1,4 +1,5 @@
-"""Fault isolation: every run happens in a child process with a time limit.
+"""Fault isolation: every run happens in a child process with a time limit (a fresh one, or the
+GPU's long-lived worker with RR_WORKER=1: rr.run.worker).
 
 An illegal address, an invalid launch or a hang kills only the child; the parent turns it into a
 run record (`status`, `message`) and the next run starts with a clean context. The child writes
@@ -27,8 +28,22 @@ STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", 
 IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
 
 
-def _died(child: subprocess.CompletedProcess, backend: str, what: str) -> dict:
+def _child(args: list[str], gpu: str | None, timeout_s: float):
+    """`python -m rr.run.child ARGS` as a fresh process, or by the GPU's long-lived worker when
+    RR_WORKER=1 (rr.run.worker); either way something with returncode (None: the worker died
+    during the job), stdout and stderr, or subprocess.TimeoutExpired."""
+    from rr.run import worker
+
+    if worker.enabled():
+        return worker.call(args, gpu, gpu_env(gpu), timeout_s)
+    return subprocess.run([sys.executable, "-m", "rr.run.child", *args], capture_output=True, text=True,
+                          timeout=timeout_s, env=gpu_env(gpu))
+
+
+def _died(child, backend: str, what: str) -> dict:
     """The record of a child that left none: an io_error if it said so, else a fault."""
+    if child.returncode is None:
+        return {"status": "fault", "backend": backend, "message": child.stderr}
     tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
     if child.returncode == IO_ERROR_EXIT and tail:
         return {"status": "io_error", "backend": backend, "message": tail[-1]}
@@ -70,9 +85,7 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
         record = _bad_launches(backend, launch_dir)
         try:
             if record is None:
-                child = subprocess.run([sys.executable, "-m", "rr.run.child", backend, str(launch_dir), str(tmp)]
-                                       + ([mma] if mma else []),
-                                       capture_output=True, text=True, timeout=timeout_s, env=gpu_env(gpu))
+                child = _child([backend, str(launch_dir), str(tmp)] + ([mma] if mma else []), gpu, timeout_s)
                 record_path = tmp / "run.json"
                 record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
                 record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
@@ -119,10 +132,8 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
     out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
     try:
         with _device_for(backend) as gpu:
-            child = subprocess.run(
-                [sys.executable, "-m", "rr.run.child", "time", str(reference), str(other), str(out),
-                 str(noise_target), str(time_limit_s), backend],
-                capture_output=True, text=True, timeout=time_limit_s * 2 + 120, env=gpu_env(gpu))
+            child = _child(["time", str(reference), str(other), str(out), str(noise_target), str(time_limit_s),
+                            backend], gpu, time_limit_s * 2 + 120)
         if out.is_file():
             return {**json.loads(out.read_text()), "gpu": gpu}
         return {**_died(child, backend, "timing"), "gpu": gpu}

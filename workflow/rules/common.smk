@@ -2,6 +2,7 @@
 
 
 import json
+import os
 import shlex
 
 from rr.run.gpus import resolve_backend
@@ -14,6 +15,10 @@ BACKEND = resolve_backend(config["backend"])
 FRAME = config["frame"] if BACKEND == "cuda" else config["cpu_frame"]
 # What a capture or timing job takes of the `gpu` resource (its limit: profiles/default).
 GPU = 1 if BACKEND == "cuda" else 0
+# cuda jobs hand their device work to the GPU's long-lived worker (rr.run.worker): the jobs'
+# shells inherit this process's environment
+if BACKEND == "cuda" and config["gpu_worker"]:
+    os.environ["RR_WORKER"] = "1"
 
 
 def corpus_source():

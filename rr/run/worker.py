@@ -1,0 +1,236 @@
+"""A long-lived child per GPU: runs and timings without a process start per job.
+
+`rr run`, `rr frame` and `rr time` do their device work in a child process (rr.run.isolate), and a
+fresh child per job pays Python's start, importing cupy and creating a CUDA context — most of the
+0.72 s of wall time a sweep's job took. With `RR_WORKER=1` in the environment the child is instead
+a worker that stays: one per claimed GPU (and per interpreter and rr code, so a changed checkout
+never runs old code), started by the first job that needs it, serving one job at a time over a
+Unix socket, and gone after `RR_WORKER_IDLE_S` seconds (default 120) without work. A job sends the
+worker exactly the arguments `python -m rr.run.child` would get; the worker runs the same
+functions the child runs, which write the same records into the job's temporary directory, so the
+parent's records, atomic outputs and cache semantics are unchanged.
+
+Fault isolation is kept: a job that ends in a fault (status fault, an illegal address may have
+left the context unusable) or that the worker cannot report is the worker's last — it exits after
+replying, and the next job starts a fresh one; a job that outlives its time limit has the worker
+killed (its whole process group) and gets the same timeout record a child would; a worker that
+dies mid-job leaves a fault record saying so. The GPU claim (rr.run.gpus) still gives each job the
+device alone, so a worker never serves two jobs at once on one GPU; timings and captures queue as
+before. Without a GPU (the cpu backend) there is no claim, and one worker serves the machine's
+jobs one after another: meant for tests and for single-job use, not for a parallel cpu sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENABLE_ENV = "RR_WORKER"
+DIR_ENV = "RR_WORKER_DIR"
+IDLE_ENV = "RR_WORKER_IDLE_S"
+DEFAULT_IDLE_S = 120.0
+START_TIMEOUT_S = 60.0
+FATAL_EXITS = (3, 5)  # the child's fault/no-device/timeout status and its io_error exit: not reused
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "") not in ("", "0")
+
+
+def worker_dir() -> Path:
+    import tempfile
+
+    d = Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"rr-workers-{os.getuid()}")
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return d
+
+
+def _key(device: str | None) -> str:
+    """The worker's name: its device, this interpreter and rr's run-stage code."""
+    from rr.fingerprint import fingerprint
+
+    h = hashlib.sha1(f"{device or 'cpu'}\0{sys.executable}\0{fingerprint('run')}".encode()).hexdigest()[:16]
+    return f"{(device or 'cpu')[:12]}-{h}"
+
+
+class _Reply:
+    """What subprocess.run gives the parent: returncode (None: the worker died), stdout, stderr."""
+
+    def __init__(self, returncode: int | None, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, "", stderr
+
+
+def _connect(path: Path) -> socket.socket | None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(path))
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def _pid(base: Path) -> int | None:
+    try:
+        return int((base.with_suffix(".pid")).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _start(base: Path, env: dict) -> socket.socket:
+    """The worker at `base`.sock, started if there is none (one starter at a time)."""
+    with open(base.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = _connect(base.with_suffix(".sock"))
+        if sock is not None:
+            return sock
+        base.with_suffix(".sock").unlink(missing_ok=True)
+        idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_S)
+        with open(base.with_suffix(".log"), "a") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "rr.run.worker", str(base), idle], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            sock = _connect(base.with_suffix(".sock"))
+            if sock is not None:
+                return sock
+            if proc.poll() is not None:
+                raise RuntimeError(f"the rr worker exited at start (status {proc.returncode}); its log: "
+                                   f"{base.with_suffix('.log')}")
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise RuntimeError(f"the rr worker did not start within {START_TIMEOUT_S:.0f} s; its log: "
+                           f"{base.with_suffix('.log')}")
+
+
+def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> _Reply:
+    """Have the worker of `device` run one child command (`argv` as `python -m rr.run.child` gets
+    it); subprocess.TimeoutExpired after killing the worker when it took longer than timeout_s. A
+    worker that closes without taking the job (it was ending) is replaced and the job sent again."""
+    base = worker_dir() / _key(device)
+    for _ in range(3):
+        sock = _start(base, env)
+        pid = _pid(base)
+        try:
+            sock.settimeout(timeout_s)
+            sock.sendall(json.dumps({"argv": argv, "cwd": os.getcwd()}).encode() + b"\n")
+            data = b""
+            while data.count(b"\n") < 2:
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            _kill(base, pid)
+            raise subprocess.TimeoutExpired(argv, timeout_s) from None
+        except OSError:
+            data = b""  # reset before it read the job
+        finally:
+            sock.close()
+        if not data.startswith(b"+\n"):
+            continue  # never taken: try a fresh worker
+        if data.count(b"\n") < 2:
+            return _Reply(None, f"the rr worker (pid {pid}) died during the job; its log: {base.with_suffix('.log')}")
+        reply = json.loads(data[2:])
+        return _Reply(reply["code"], reply["stderr"])
+    raise RuntimeError(f"no rr worker took the job in three tries; its log: {base.with_suffix('.log')}")
+
+
+def _kill(base: Path, pid: int | None) -> None:
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    base.with_suffix(".sock").unlink(missing_ok=True)
+
+
+def _dispatch(argv: list[str]) -> int:
+    from rr.run.isolate import child_main, child_time
+
+    if argv[0] == "time":
+        return child_time(*argv[1:7])
+    return child_main(*argv[:4])
+
+
+def _job(conn: socket.socket) -> int | None:
+    """Read one job from `conn`, acknowledge it, run it, reply; its exit status (None: no job)."""
+    request = b""
+    while not request.endswith(b"\n"):
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return None  # a client that went away before asking
+        request += chunk
+    conn.sendall(b"+\n")  # taken: from here a lost reply means this job died with the worker
+    job = json.loads(request)
+    argv = job["argv"]
+    os.chdir(job["cwd"])  # the job's relative paths are its own
+    err = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = _dispatch(argv)
+        except BaseException as e:  # what a child would die of: reported, then this worker ends
+            print(f"{type(e).__name__}: {e}", file=err)
+            code = 1
+    _release()
+    tail = "\n".join(err.getvalue().strip().splitlines()[-5:])
+    print(f"{time.strftime('%H:%M:%S')} {' '.join(argv[:2])}: exit {code} in {time.perf_counter() - started:.2f} s",
+          flush=True)
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps({"code": code, "stderr": tail}).encode() + b"\n")
+    return code
+
+
+def _release() -> None:
+    """What a job left on the device goes with it: its launches (and their modules) collected, the
+    memory pool's blocks handed back, so the next job (a timing's instance count) sees the device
+    as a fresh child would."""
+    import gc
+
+    gc.collect()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        with contextlib.suppress(Exception):
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def serve(base: Path, idle_s: float) -> int:
+    """The worker: jobs one at a time until idle_s without one, or until a job ends fatally."""
+    path = base.with_suffix(".sock")
+    base.with_suffix(".pid").write_text(str(os.getpid()))  # before the first client can connect
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    os.chmod(path, 0o600)
+    server.listen(8)
+    server.settimeout(idle_s)
+    try:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                return 0
+            with conn:
+                code = _job(conn)
+            if code in FATAL_EXITS or code == 1:
+                return 0
+    finally:
+        # no new connections from here; a client already queued finds the socket closed before
+        # its job was acknowledged and sends it to a fresh worker
+        if _pid(base) == os.getpid():
+            path.unlink(missing_ok=True)
+            base.with_suffix(".pid").unlink(missing_ok=True)
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Path(sys.argv[1]), float(sys.argv[2])))

@@ -1,0 +1,111 @@
+"""The long-lived worker (rr.run.worker, RR_WORKER=1): jobs give the records and bytes a fresh
+child gives, one worker serves job after job, and fault isolation holds — a job past its time
+limit kills the worker, a worker killed during a job leaves a fault record, a fault ends the
+worker, an idle worker goes away. Exercised with the cpu backend, which needs no GPU; the GPU
+tests (tests/test_run_gpu.py) run their faults, hangs and timings through it too."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rr.synth.inputs import write_enc2
+from run_kernels import single_buffer_launch
+
+
+@pytest.fixture
+def workers(tmp_path, monkeypatch):
+    d = tmp_path / "workers"
+    monkeypatch.setenv("RR_WORKER_DIR", str(d))
+    monkeypatch.setenv("RR_WORKER_IDLE_S", "30")
+    yield d
+    for pid in d.glob("*.pid"):  # no worker outlives its test
+        try:
+            os.killpg(int(pid.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+@pytest.fixture(scope="module")
+def enc2(tmp_path_factory):
+    return write_enc2(tmp_path_factory.mktemp("enc2") / "e", (4, 3)) / "launch"
+
+
+def _rr(*args, worker=True, **kw):
+    env = {**os.environ, "RR_WORKER": "1" if worker else "0"}
+    return subprocess.run([sys.executable, "-m", "rr.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300, **kw)
+
+
+def _served(workers: Path) -> list[str]:
+    return [line for log in workers.glob("*.log") for line in log.read_text().splitlines() if ": exit " in line]
+
+
+def test_jobs_through_the_worker_give_a_fresh_childs_bytes_and_one_worker_serves_them(tmp_path, workers, enc2):
+    assert _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / "child", worker=False).returncode == 0
+    for n in (1, 2):
+        r = _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / f"w{n}")
+        assert r.returncode == 0, r.stderr
+        assert _rr("compare", tmp_path / "child", tmp_path / f"w{n}").returncode == 0
+    assert len(_served(workers)) == 2 and len(list(workers.glob("*.pid"))) == 1
+    record = json.loads((tmp_path / "w2" / "run.json").read_text())
+    assert record["status"] == "ok" and record["backend"] == "cpu"
+
+
+def test_relative_paths_are_the_jobs_own_whatever_the_workers_directory(tmp_path, workers, enc2):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert _rr("run", enc2, "--backend", "cpu", "-o", "out", cwd=tmp_path / "a").returncode == 0
+    assert _rr("run", enc2, "--backend", "cpu", "-o", "out", cwd=tmp_path / "b").returncode == 0
+    assert (tmp_path / "a" / "out" / "run.json").is_file() and (tmp_path / "b" / "out" / "run.json").is_file()
+    assert len(_served(workers)) == 2
+
+
+def test_a_job_past_its_time_limit_kills_the_worker_and_the_next_job_gets_a_fresh_one(tmp_path, workers, enc2):
+    r = _rr("run", enc2, "--backend", "cpu", "--timeout", "0.3", "-o", tmp_path / "slow")
+    assert r.returncode == 1
+    assert json.loads((tmp_path / "slow" / "run.json").read_text())["status"] == "timeout"
+    assert not list(workers.glob("*.sock"))
+    assert _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / "next").returncode == 0
+
+
+def test_a_worker_killed_during_a_job_leaves_a_fault_record_naming_it(tmp_path, workers, enc2):
+    job = subprocess.Popen([sys.executable, "-m", "rr.cli", "run", str(enc2), "--backend", "cpu", "-o",
+                            str(tmp_path / "o")], env={**os.environ, "RR_WORKER": "1"},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(workers.glob("*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the job is under way: enc2 takes seconds on the interpreter
+    os.killpg(int(next(workers.glob("*.pid")).read_text()), signal.SIGKILL)
+    job.wait(timeout=120)
+    record = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert job.returncode == 1 and record["status"] == "fault"
+    assert "died during the job" in record["message"] and not list((tmp_path / "o").glob("*.npy"))
+
+
+def test_a_fault_is_a_record_and_the_worker_that_ran_it_ends(tmp_path, workers):
+    single_buffer_launch(tmp_path / "fault", "fault.ptx", "rr_test_fault")
+    r = _rr("run", tmp_path / "fault", "--backend", "cpu", "-o", tmp_path / "o")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["status"] == "fault"
+    deadline = time.monotonic() + 10
+    while list(workers.glob("*.pid")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(workers.glob("*.pid")) and not list(workers.glob("*.sock"))
+
+
+def test_an_idle_worker_goes_away(tmp_path, workers, enc2, monkeypatch):
+    monkeypatch.setenv("RR_WORKER_IDLE_S", "1")
+    assert _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / "o").returncode == 0
+    time.sleep(3)
+    assert not list(workers.glob("*.sock")) and not list(workers.glob("*.pid"))
+    assert np.load(tmp_path / "o" / "arena.npy").size > 0
