@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 
 import ml_dtypes
 import numpy as np
@@ -26,44 +25,120 @@ E5M2_MAX = 57344.0
 
 # f16 +, -, * and / of f16 operands computed in f32 and rounded to f16 are correctly rounded: f32
 # has 24 >= 2*11 + 2 significant bits, so the double rounding is innocuous (Figueroa 1995).
+#
+# numpy casts to and from float16 one element at a time in software (several ns an element); these
+# do it with tables and a few vector operations, bit for bit as numpy's casts: f16 → f32/f64 by a
+# table of all 65536 values, and f32 → f16 by rounding to 11 significant bits in f32 (Veltkamp's
+# split: x·(2^13 + 1) and back, which rounds once to nearest even) and reading the bits off a
+# table indexed by the f32's top 19 bits, which an f16 value (or an f32 past f16's range: ±inf)
+# determines.
+
+
+@functools.cache
+def _f16_values() -> tuple[np.ndarray, np.ndarray]:
+    every = np.arange(1 << 16, dtype=np.uint16).view(F16)
+    return every.astype(np.float32), every.astype(np.float64)
+
+
+@functools.cache
+def _f16_of_top_bits() -> np.ndarray:
+    """uint16 (2^19,): the f16 bits of the f32 whose top 19 bits (sign, exponent, 10 fraction
+    bits) are the index and whose other bits are zero — numpy's own cast."""
+    with np.errstate(over="ignore"):
+        return (np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)).view(np.float32).astype(F16).view(np.uint16)
+
+
+def f16_as_f32(x) -> np.ndarray:
+    """f16 values (or their bits as uint16) → f32, exactly (as `astype`, NaN payloads included)."""
+    return _f16_values()[0].take(np.asarray(x, F16).view(np.uint16))
+
+
+def f16_as_f64(x) -> np.ndarray:
+    return _f16_values()[1].take(np.asarray(x, F16).view(np.uint16))
+
+
+_SPLIT = {np.dtype(np.float32): np.float32(2.0 ** 13 + 1), np.dtype(np.float64): 2.0 ** 42 + 1}
+_F16_PAST = 2.0 ** 17  # beyond f16's range, and small enough to split without overflow
+_F16_TINY = {4: np.uint32(0x38800000), 8: np.uint64(0x3F10000000000000)}  # 2^-14 as f32, f64 bits
+
+
+def _split_f16(x: np.ndarray) -> np.ndarray:
+    """f32 or f64 → the same rounded to 11 significant bits, ties to even (Veltkamp's split:
+    x·(2^(p − 11) + 1) and back; exact on every f32 of f16's normal range, by an exhaustive
+    check); ±inf → ±2^17, NaN kept (quieted)."""
+    x = np.asarray(np.clip(x, -_F16_PAST, _F16_PAST))
+    with np.errstate(invalid="ignore"):
+        p = x * _SPLIT[x.dtype]
+        np.subtract(p, x, out=x)
+        p -= x  # p − (p − x), not (x − p) + p: that makes −0 of −0
+    return p
+
+
+def _f16_of_split(x: np.ndarray) -> np.ndarray:
+    """f32 values with at most 11 significant bits, which f16 holds (or rounds to ±inf past 65504,
+    as 2^16 and more) → f16, by their top bits."""
+    return _f16_of_top_bits().take(np.asarray(x, np.float32).view(np.uint32) >> np.uint32(13)).view(F16)
+
+
+def f16_of_grid(x) -> np.ndarray:
+    """`cvt.rn.f16.f32` of f32 values that are multiples of 2^-24 (sums and differences of f16,
+    and their f32 roundings): below 2^-14 they have at most 10 significant bits and f16 holds
+    them, so the 11-bit rounding is f16's everywhere."""
+    return _f16_of_split(_split_f16(np.asarray(x, np.float32)))
+
+
+def _f16_of_float(x: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """f16 of f32 or f64 `x` from its 11-bit rounding `split`, and numpy's cast itself for the
+    nonzero values below f16's normals (f16's subnormals are a fixed grid of 2^-24) and for NaNs
+    (a signalling one stays signalling)."""
+    r = np.asarray(_f16_of_split(split.astype(np.float32, copy=False)))
+    ut = _UINT[x.dtype.itemsize]
+    m = x.view(ut) & ut(_CANONICAL[x.dtype.itemsize])
+    with np.errstate(over="ignore"):  # 0 - 1 wraps to the largest: a zero is not odd
+        odd = ((m - ut(1)) < _F16_TINY[x.dtype.itemsize] - ut(1)) | (m > ut(_INFINITY[x.dtype.itemsize]))
+    if odd.any():
+        r = r.copy()
+        r[odd] = x[odd].astype(F16)
+    return r
+
+
+def f16_of_f32(x) -> np.ndarray:
+    """`cvt.rn.f16.f32`, as numpy's cast."""
+    x = np.asarray(x, np.float32)
+    return _f16_of_float(x, _split_f16(x))
+
+
+def f16_of_f64(x) -> np.ndarray:
+    """`cvt.rn.f16.f64`, as numpy's cast (one rounding: the 11-bit one in f64 is exact in f32)."""
+    x = np.asarray(x, np.float64)
+    return _f16_of_float(x, _split_f16(x))
 
 
 def _f32(*xs):
-    return [np.asarray(x, dtype=F16).astype(np.float32) for x in xs]
+    return [f16_as_f32(x) for x in xs]
 
 
 def add(a, b):
     x, y = _f32(a, b)
-    return (x + y).astype(F16)
+    return f16_of_grid(x + y)
 
 
 def sub(a, b):
     x, y = _f32(a, b)
-    return (x - y).astype(F16)
+    return f16_of_grid(x - y)
 
 
 def mul(a, b):
     x, y = _f32(a, b)
-    return (x * y).astype(F16)
+    return f16_of_f32(x * y)
 
 
 def fma(a, b, c):
-    """f16 `fma.rn`: a*b + c with one rounding. a*b is exact in f64; the sum may not be, so its
-    exact error (TwoSum) decides the rare case where the f64 sum sits on an f16 rounding midpoint."""
-    p = np.asarray(a, dtype=F16).astype(np.float64) * np.asarray(b, dtype=F16).astype(np.float64)
-    c = np.asarray(c, dtype=F16).astype(np.float64)
-    s = p + c
-    bp = s - p
-    err = (p - (s - bp)) + (c - bp)
-    r = s.astype(F16)
-    # is s exactly halfway between two f16 values? then the sign of err breaks the tie
-    lo = r.astype(np.float64)
-    other = np.where(s > lo, np.nextafter(r, F16(np.inf)), np.nextafter(r, F16(-np.inf))).astype(np.float64)
-    tie = (err != 0) & (s != lo) & (np.abs(s - lo) == np.abs(other - s))
-    if np.any(tie):
-        nudged = np.nextafter(s, np.where(err > 0, np.inf, -np.inf))
-        r = np.where(tie, nudged.astype(F16), r)
-    return r
+    """f16 `fma.rn`: a*b + c with one rounding. a*b is exact in f64; the sum may not be, and
+    where it is not it is rounded to odd (`round_to_odd_sum`), which f16's rounding of it then
+    rounds as it would the exact sum (53 >= 11 + 2)."""
+    x, y, z = f16_as_f64(a), f16_as_f64(b), f16_as_f64(c)
+    return f16_of_f64(round_to_odd_sum(x * y, z))
 
 
 def neg(a):
@@ -107,8 +182,9 @@ def ptx_min_max(x, y, minimum: bool, nan: bool = False):
 
 
 def f16(x):
-    """`cvt.rn.f16.f32` / `cvt.rn.f16.f64`."""
-    return np.asarray(x).astype(F16)
+    """`cvt.rn.f16.f32` / `cvt.rn.f16.f64` (numpy's cast, by `f16_of_f32` / `f16_of_f64`)."""
+    x = np.asarray(x)
+    return f16_of_f64(x) if x.dtype == np.float64 else f16_of_f32(x)
 
 
 def bits16(x) -> np.ndarray:
@@ -225,11 +301,11 @@ def round_to_odd_sum(p, c) -> np.ndarray:
     where it is inexact and its last bit even. Rounding that to a format of at most 51 bits
     rounds the exact sum once (an fma's a*b + c with a*b exact in f64)."""
     p, c = np.asarray(p, np.float64), np.asarray(c, np.float64)
-    s = p + c
-    bp = s - p
-    err = (p - (s - bp)) + (c - bp)  # TwoSum: s + err == p + c exactly
-    even = (s.view(np.uint64) & np.uint64(1)) == 0
-    nudge = (err != 0) & even & np.isfinite(s)
+    s, err = _two_sum(p, c)  # s + err == p + c exactly
+    with np.errstate(invalid="ignore"):
+        nudge = (err != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(s)
+    if not nudge.any():
+        return s
     return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
@@ -375,24 +451,28 @@ with np.errstate(invalid="ignore"):  # the NaN patterns cast to fp8 NaN, as they
 _E4M3_F64 = np.arange(256, dtype=np.uint8).view(E4M3).astype(np.float64)
 
 
+_E4M3_F16 = np.arange(256, dtype=np.uint8).view(E4M3).astype(F16)
+_E5M2_F16 = np.arange(256, dtype=np.uint8).view(E5M2).astype(F16)
+
+
 def to_e4m3(x) -> np.ndarray:
     """`cvt.rn.satfinite.e4m3x2.f16x2` per element (saturates to ±448)."""
-    return _F16_TO_E4M3[np.asarray(x, dtype=F16).view(np.uint16)]
+    return _F16_TO_E4M3.take(np.asarray(x, dtype=F16).view(np.uint16))
 
 
 def to_e5m2(x) -> np.ndarray:
     """`cvt.rn.satfinite.e5m2x2.f16x2` per element (saturates to ±57344)."""
-    return _F16_TO_E5M2[np.asarray(x, dtype=F16).view(np.uint16)]
+    return _F16_TO_E5M2.take(np.asarray(x, dtype=F16).view(np.uint16))
 
 
 def from_e4m3(b) -> np.ndarray:
     """`cvt.rn.f16x2.e4m3x2` per element (exact)."""
-    return np.asarray(b, dtype=np.uint8).view(E4M3).astype(F16)
+    return _E4M3_F16.take(np.asarray(b, dtype=np.uint8))
 
 
 def from_e5m2(b) -> np.ndarray:
     """`cvt.rn.f16x2.e5m2x2` per element (exact)."""
-    return np.asarray(b, dtype=np.uint8).view(E5M2).astype(F16)
+    return _E5M2_F16.take(np.asarray(b, dtype=np.uint8))
 
 
 def e4m3_values(b) -> np.ndarray:
@@ -420,15 +500,11 @@ _NAN32 = np.uint32(0x7FFFFFFF)
 @functools.cache
 def mufu_table(name: str) -> np.ndarray:
     """A MUFU table (rcp, rsqrt, sqrt, ex2: uint32 result bits; ex2_f16: uint16 at every input),
-    decoded once from the package's first word and int8 differences."""
-    with resources.files("rr.data").joinpath(MUFU_TABLES).open("rb") as f, np.load(f) as z:
-        if f"{name}_diff" not in z:
-            return z[name].copy()
-        t = np.empty(z[f"{name}_diff"].size + 1, np.int64)
-        t[0] = z[f"{name}_first"]
-        np.cumsum(z[f"{name}_diff"], dtype=np.int64, out=t[1:])
-        t[1:] += t[0]
-        return t.astype(np.uint32)
+    read-only: decoded from the package's first word and int8 differences, once per machine
+    (`rr.tables`: a process maps the decoded table from the cache)."""
+    from rr.tables import table
+
+    return table(MUFU_TABLES, name)
 
 
 def _f32_fields(x):
@@ -481,10 +557,10 @@ def _mufu_ex2(x):
         q = np.where(np.isnan(mag) | (mag < _F32_TINY), 0, np.trunc(mag * 2.0 ** 23)).astype(np.int64)
     n, k = q >> 23, q & ((1 << 23) - 1)
     neg = x < 0
-    table = mufu_table("ex2").astype(np.int64)
+    table = mufu_table("ex2")  # indexed, then widened: not the 2^23-entry table widened at each call
     ones = (1 << 23) - 1
-    bits = np.where(~neg, table[k] + (n << 23),
-                    np.where(k == 0, (127 - n) << 23, table[ones - k] + ((-n - 1) << 23)))
+    bits = np.where(~neg, table[k].astype(np.int64) + (n << 23),
+                    np.where(k == 0, (127 - n) << 23, table[ones - k].astype(np.int64) + ((-n - 1) << 23)))
     return _special(_from_fields(False, bits), x, {"zero": np.float32(1), "inf": lambda v: np.where(v > 0, np.float32(np.inf), np.float32(0))})
 
 
@@ -699,6 +775,52 @@ def _hmma(ah, bh, t, dtype, rules: HmmaRules) -> np.ndarray:
     return _round_sum(s, dtype, rules.f32 if dtype == np.float32 else rules.f16)
 
 
+@functools.cache
+def _pair_values() -> np.ndarray:
+    """(65536, 2) f64: the values of a halfword's two e4m3 codes (low byte first). A register's
+    halfword holds two consecutive k of one HMMA, so one gather fetches both."""
+    u = np.arange(1 << 16)
+    return np.stack([_E4M3_F64[u & 0xFF], _E4M3_F64[u >> 8]], axis=-1)
+
+
+def _half_values(pairs: np.ndarray) -> np.ndarray:
+    """(…, R, 8) halfwords of e4m3 code pairs → (…, R, 16) their values (f64)."""
+    v = _pair_values().take(pairs, axis=0)
+    return v.reshape(*v.shape[:-2], -1)
+
+
+def _top_exponent(codes: np.ndarray) -> int | None:
+    """The exponent of the largest magnitude among e4m3 codes (_NO_EXPONENT if all are zero);
+    None where a NaN code is among them (its row's bound is not the largest code's)."""
+    top = int(np.bitwise_and(codes, np.uint8(0x7F)).max(initial=0))
+    return None if top == 0x7F else int(_E4M3_EXPONENT[top])
+
+
+def _below(t: np.ndarray, exponent: int) -> bool:
+    """Is every element of t (f64) finite with its leading bit below 2^(exponent + 1)?"""
+    limit = np.array(2.0 ** (exponent + 1)).view(np.uint64)
+    return bool((t.view(np.uint64) & np.uint64(_CANONICAL[8])).max(initial=0) < limit)
+
+
+def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool):
+    """One HMMA where no term can reach the cut (the caller has bounded every exponent): the
+    exact sum of the half's products (halfwords `half` of A's and Bᵀ's code pairs) and T, one
+    matmul exact in f64, rounded to the accumulator's type and returned as f64. `small`: every
+    sum is below 2^15 (no f16 overflow)."""
+    s = np.matmul(_half_values(a16[..., half::2]), np.swapaxes(_half_values(bt16[..., half::2]), -1, -2))
+    if t is not None:
+        s += t
+    s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
+    if small and dtype == np.float16 and rules.f16 == "rn":
+        # a multiple of 2^-18 below 2^15: below f16's normals it has at most 4 significant bits
+        # and f16 holds it, so the 11-bit rounding is f16's
+        return _split_f16(s)
+    return _round_sum(s, dtype, rules.f32 if dtype == np.float32 else rules.f16).astype(np.float64)
+
+
+_MMA_CHUNK = 512  # warps at a time: the f64 temporaries of a chunk stay in the caches
+
+
 def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM90) -> np.ndarray:
     """The e4m3 `mma` as ptxas compiles it for sm_90 (two HMMA.16816, then C added), with the
     HMMA's arithmetic as `rules` say: `mma_sync`'s model, and its variants that the tests show
@@ -711,19 +833,47 @@ def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM9
     a = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
     cc = np.broadcast_to(c, batch + c.shape[-2:]).reshape(-1, *c.shape[-2:])
-    t = None
-    for half in (_LOW_HALF_K, ~_LOW_HALF_K):
-        ah, bh = a[..., half], b[..., half, :]
-        t = _hmma(ah, bh, None if t is None else t.astype(np.float64), c.dtype.type, rules)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
-        if c.dtype == np.float16:
-            d = add(t, cc)  # HADD2: correctly rounded
+    d = np.empty(cc.shape, c.dtype)
+    for i in range(0, len(d), _MMA_CHUNK):
+        part = slice(i, i + _MMA_CHUNK)
+        d[part] = _mma_warps(a[part], b[part], cc[part], rules)
+    return d.reshape(batch + d.shape[-2:])
+
+
+def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
+    """mma_hmma on (N, 16, 32), (N, 32, 8) and (N, 16, 8). Where no product of the batch and no
+    T can reach 2^(width - 18) (real layers' operands: the largest codes' exponents bound every
+    product's), nothing is cut, and each HMMA is one exact matmul on the registers' halfword
+    pairs; otherwise `_hmma` decides output by output."""
+    dtype = c.dtype.type
+    limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
+    ea, eb = (0, 0) if limit is None else (_top_exponent(a), _top_exponent(b))
+    uncut = limit is None or (ea is not None and eb is not None and ea + eb + (rules.exponent == "value") <= limit)
+    if uncut:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
+        a16 = np.ascontiguousarray(a).view(np.uint16)
+        bt16 = np.ascontiguousarray(np.swapaxes(b, -1, -2)).view(np.uint16)
+    # bounded: products below 2^(limit + 2) <= 2^10, sixteen of them and T below 2^15
+    small = limit is not None and limit <= 8
+    t = None  # the running accumulator, as f64 values of its type
+    for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
+        if uncut and (t is None or limit is None or _below(t, limit)):
+            t = _hmma_pairs(a16, bt16, h, t, dtype, rules, small)
         else:
-            d = (t.astype(np.float64) + cc.astype(np.float64)).astype(np.float32)  # FADD: 53 >= 2·24 + 2
+            t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
+        if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`)
+            s = t.astype(np.float32)
+            s += f16_as_f32(c)
+            d = f16_of_grid(s)
+        else:  # FADD: 53 >= 2·24 + 2
+            d = (t + c.astype(np.float64)).astype(np.float32)
     if rules.canonical_nan:
         size = d.dtype.itemsize
-        d = np.where(np.isnan(d), _UINT[size](_CANONICAL[size]).view(d.dtype), d)
-    return d.reshape(batch + d.shape[-2:])
+        bits = d.view(_UINT[size])
+        nan = (bits & _UINT[size](_CANONICAL[size])) > _UINT[size](_INFINITY[size])
+        if nan.any():
+            d = np.where(nan, _UINT[size](_CANONICAL[size]).view(d.dtype), d)
+    return d
 
 
 def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 
 from rr import numerics as nx
 from rr.run.cpu.machine import TYPES
-from rr.run.cpu.values import Unsupported, dests, extend_to_register, f16x2_join, f16x2_split, type_bits
+from rr.run.cpu.values import Unsupported, dests, extend_to_register, f16_lanes, f16x2_join, type_bits
 
 FLOATS = ("f16", "bf16", "tf32", "f32", "f64")
 INTEGERS = ("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64")
@@ -123,7 +123,7 @@ def _packed_pair(op, parts, ctx, dtyp, mods):
 
 
 def _f16(x):
-    """`cvt.rn.f16.f32`: numpy's f32 -> f16 rounds to nearest even; a NaN becomes the canonical one."""
+    """`cvt.rn.f16.f32`: rounded to nearest even; a NaN becomes the canonical one."""
     h = nx.f16(x)
     nan = np.isnan(x)
     return np.where(nan, np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), h) if nan.any() else h
@@ -138,9 +138,8 @@ def _fp8(op, parts, ctx, dtyp, styp, mods):
         if styp == "f16x2":
             a = ctx.reader(op.operands[1], "f16x2", op)
 
-            def run(m, mask):
-                lo, hi = f16x2_split(a(m))
-                m.put(d, to8(relu(lo)).astype(np.uint16) | (to8(relu(hi)).astype(np.uint16) << np.uint16(8)), mask)
+            def run(m, mask):  # a word's (low, high) f16 → its (low, high) bytes: the halfword
+                m.put(d, to8(relu(f16_lanes(a, m))).view(np.uint16), mask)
             return run
         if styp != "f32":
             raise Unsupported(f"cvt to {dtyp} from {styp}")
@@ -153,10 +152,9 @@ def _fp8(op, parts, ctx, dtyp, styp, mods):
         from8 = nx.from_e4m3 if styp == "e4m3x2" else nx.from_e5m2
         a = ctx.reader(op.operands[1], "b16", op)
 
-        def run(m, mask):
-            v = np.asarray(a(m))
-            m.put(d, f16x2_join(relu(from8((v & np.uint16(0xFF)).astype(np.uint8))),
-                                relu(from8((v >> np.uint16(8)).astype(np.uint8)))), mask)
+        def run(m, mask):  # a halfword's (low, high) bytes → the word's (low, high) f16
+            v = np.ascontiguousarray(np.broadcast_to(a(m), (m.n,)), np.uint16)
+            m.put(d, np.ascontiguousarray(relu(from8(v.view(np.uint8))), np.float16).view(np.uint32), mask)
         return run
     raise Unsupported(f"cvt to {dtyp} from {styp}")
 
@@ -237,7 +235,7 @@ def _fast(op, ctx, dtyp, styp, mods, d):
 
         def run(m, mask):
             h = a(m)
-            m.put(d, np.where(np.isnan(h), canonical, h.astype(dt)), mask)
+            m.put(d, np.where(np.isnan(h), canonical, nx.f16_as_f32(h)), mask)
         return run
     if not mods and styp in INTEGERS and dtyp in INTEGERS and styp[0] != "s" and (
             type_bits(dtyp) > type_bits(styp) or (dtyp[0] != "s" and type_bits(dtyp) == type_bits(styp))):

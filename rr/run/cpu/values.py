@@ -43,9 +43,10 @@ def view(bits, typ: str):
     return bits.astype(BITS[dt.itemsize * 8]).view(dt)  # narrower or wider integer view
 
 
-def f16x2_split(u):
-    u = np.asarray(u).view(np.uint32) if np.asarray(u).dtype != np.uint32 else np.asarray(u)
-    return (u & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16), (u >> np.uint32(16)).astype(np.uint16).view(np.float16)
+def f16_lanes(read, m) -> np.ndarray:
+    """An f16, f16x2 (or any 16- or 32-bit) operand of every lane, its register's bits viewed as
+    f16: a word's low then high half."""
+    return np.ascontiguousarray(np.broadcast_to(read(m), (m.n,))).view(np.float16)
 
 
 def f16x2_join(lo, hi):
@@ -168,5 +169,5 @@ def extend_to_register(ctx: Ctx, name: str | None, typ: str):
     return lambda v: np.asarray(v).view(TYPES[typ]).astype(signed)
 
 
-__all__ = ["Ctx", "Unsupported", "ROUNDING", "op_type", "type_bits", "view", "f16x2_split", "f16x2_join",
+__all__ = ["Ctx", "Unsupported", "ROUNDING", "op_type", "type_bits", "view", "f16_lanes", "f16x2_join",
            "halves", "join_halves", "dests", "extend_to_register"]
