@@ -227,6 +227,29 @@ def test_texture_reads_and_surface_writes(tmp_path, nvcc_ptx):
     assert np.array_equal(out["dst"].view(np.uint16), expect.view(np.uint16))
 
 
+def _texel_taps(directory, nvcc_ptx, tex):
+    h, w = tex.shape[:2]
+    launch_of(directory, nvcc_ptx("tex_surf"), "texel_taps",
+              {"src": (tex, "in"), "out": (np.zeros(h * w * 36, np.uint16), "out")}, grid=(1, 2, 1),
+              block=(8, 4, 1), scalars=(("int32", w), ("int32", h)), images={"src": "texture"})
+
+
+def test_integer_texture_coordinates_outside_the_image_read_zeros_not_the_clamped_edge(tmp_path, nvcc_ptx):
+    # what the H200 does with tex.2d.v4.f16.s32 (the engine's reads): clamp addressing applies to
+    # float coordinates (test_texture_reads_and_surface_writes), an integer one past the edge reads 0
+    h, w = 5, 7
+    tex = np.random.default_rng(9).uniform(0.5, 1, (h, w, 4)).astype(np.float16)
+    _texel_taps(tmp_path / "l", nvcc_ptx, tex)
+    _, out = run_cpu(tmp_path / "l")
+    taps = out["out"].reshape(h, w, 3, 3, 4)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            ys, xs = np.arange(h)[:, None] + dy, np.arange(w)[None, :] + dx
+            inside = (ys >= 0) & (ys < h) & (xs >= 0) & (xs < w)
+            want = np.where(inside[..., None], tex[np.clip(ys, 0, h - 1), np.clip(xs, 0, w - 1)], np.float16(0))
+            assert np.array_equal(taps[:, :, dy + 1, dx + 1], want.view(np.uint16)), (dy, dx)
+
+
 def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
     """By default the interpreter's mma is the H200's (rr.numerics.DEFAULT_MMA)."""
     m, n, k = 2, 3, 2
@@ -301,7 +324,7 @@ def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", ["struct", "shuffles", "movmatrix", "branches", "branches-G", "local_array",
-                                    "tex_surf"])
+                                    "tex_surf", "texel_taps"])
 def test_the_test_kernels_give_the_same_bytes_on_both_backends(tmp_path, nvcc_ptx, gpu, kernel):
     rng = np.random.default_rng(12)
     if kernel == "struct":
@@ -321,6 +344,8 @@ def test_the_test_kernels_give_the_same_bytes_on_both_backends(tmp_path, nvcc_pt
     elif kernel == "local_array":
         launch_of(tmp_path / "l", nvcc_ptx("local_array"), "local_array",
                   {"idx": (rng.integers(0, 99, 32).astype(np.int32), "in"), "out": (np.zeros(32, np.float32), "out")})
+    elif kernel == "texel_taps":
+        _texel_taps(tmp_path / "l", nvcc_ptx, rng.uniform(0, 1, (5, 7, 4)).astype(np.float16))
     else:
         launch_of(tmp_path / "l", nvcc_ptx("tex_surf"), "blur3",
                   {"src": (rng.uniform(0, 1, (5, 7, 4)).astype(np.float16), "in"),

@@ -199,7 +199,10 @@ def test_the_network_frame_on_the_gpu_equals_its_model(gpu, tmp_path):
     layout = network_layout((64, 64))
     model = network_model(network_inputs(layout), layout)
     got = load_frame_buffers(tmp_path / "out", read_frame(tmp_path / "out"))
-    # the GPU's e4m3 mma rounds as the hardware does (the numerics issue): the final frame close,
-    # not bit-equal, to the exact-sum model
-    final = got["frame"].astype(np.float32)
-    assert np.isfinite(final).all() and np.abs(final - model["frame"].astype(np.float32)).max() < 0.25
+    # the model rounds as the H200 does (its mma, .approx tables, ptxas's contractions, and the
+    # zeros an integer texture coordinate past the edge reads — the deep layers are 1 token wide
+    # here): every buffer of the frame, the final frame first, byte for byte
+    names = ["frame"] + sorted(k for k in model if k in got and k != "frame")
+    assert len(names) > 60
+    for name in names:
+        assert np.array_equal(np.asarray(got[name]).view(np.uint8), np.asarray(model[name]).view(np.uint8)), name

@@ -336,13 +336,21 @@ def _neighbours(v: np.ndarray, ext: int) -> dict[int, np.ndarray]:
     return {-1: np.where(v < 1, 1, v - 1), 0: v, 1: np.where(v + 1 >= ext, ext - 2, v + 1)}
 
 
+def fetch(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`tex.2d.v4.f16.s32` as the H200 does it: the texel at integer (x, y), and zeros outside the
+    image — the sampler's clamp addressing applies to float coordinates only (an x of -1 or of
+    the width reads zeros; a 1-wide layer's mirrored neighbours fall there)."""
+    h, w = image.shape[:2]
+    inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
+    return np.where(inside[..., None], image[np.clip(y, 0, h - 1), np.clip(x, 0, w - 1)], np.float16(0))
+
+
 def _gather(texture: np.ndarray, cx: dict, cy: dict, wts: list) -> np.ndarray:
-    """The nine texels, point-sampled with clamp addressing, weighted by the five weights."""
-    h, w = texture.shape[:2]
+    """The nine texels, point-sampled at integer coordinates, weighted by the five weights."""
     acc = None
     for wt, taps in zip(wts, GATHER_TAPS):
         for dx, dy in taps:
-            texel = texture[np.clip(cy[dy], 0, h - 1), np.clip(cx[dx], 0, w - 1)]
+            texel = fetch(texture, cy[dy], cx[dx])
             acc = nx.mul(wt[..., None], texel) if acc is None else nx.fma(wt[..., None], texel, acc)
     return acc
 
@@ -391,8 +399,7 @@ def _frame(inp: LayerInputs, wts, sig, px, py, inside) -> np.ndarray:
     """dec0's final frame: each token's kernel on its 4×4 pixels of the noisy frame, blended with
     the coarse texture: acc − σ·acc + σ·coarse, alpha from the gather."""
     fw, fh = inp.out_extents
-    ch, cw = inp.coarse.shape[:2]
-    coarse = inp.coarse[np.clip(py, 0, ch - 1), np.clip(px, 0, cw - 1)]
+    coarse = fetch(inp.coarse, py, px)
     frame = np.zeros((fh, fw, 4), dtype=np.float16)
     for r in range(4):
         for c in range(4):

@@ -697,9 +697,10 @@ def _tex(op, parts, ctx):
         if img is None:
             return
         h, w, _ = img.shape
-        xi = np.clip(coord(np.broadcast_to(x(m), (m.n,))), 0, w - 1)
-        yi = np.clip(coord(np.broadcast_to(y(m), (m.n,))), 0, h - 1)
-        texel = img[yi, xi]  # (n, 4) f16, point sampling, clamp addressing
+        xr, yr = coord(np.broadcast_to(x(m), (m.n,))), coord(np.broadcast_to(y(m), (m.n,)))
+        texel = img[np.clip(yr, 0, h - 1), np.clip(xr, 0, w - 1)]  # (n, 4) f16, point sampling, clamp
+        if ctyp == "s32":  # integer coordinates outside the image read zeros on the H200: no clamp
+            texel = np.where(((xr >= 0) & (xr < w) & (yr >= 0) & (yr < h))[:, None], texel, np.zeros_like(texel))
         for i, name in enumerate(names):
             if name:
                 m.put(name, texel[:, i] if dtyp == "f16" else texel[:, i].astype(np.float32), mask)
