@@ -248,3 +248,49 @@ def test_nan_and_infinity_rules_on_built_inputs():
     assert back() == np.inf  # the second half's −3.2e6 does not bring it back to 0
     a, b = _codes([[448.0] * 32] + [[0.0] * 32] * 15), _codes([[448.0] * 8 if k % 4 < 2 else [-448.0] * 8 for k in range(32)])
     assert nx.mma_exact(a, b, np.zeros((16, 8), np.float16))[0, 0] == 0  # one rounding of the whole sum: 0
+
+
+def _small_codes(rng, shape, top: int) -> np.ndarray:
+    """Random e4m3 codes of both signs with magnitude codes below `top` (no NaN)."""
+    return (rng.integers(0, top, shape, dtype=np.uint8) | (rng.integers(0, 2, shape, dtype=np.uint8) << 7)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_where_no_product_can_reach_the_cut_each_hmma_is_its_exact_sum_rounded(dtype):
+    """Codes below 2^3·1.875 in A and 2^1·1.875 in B: every product's exponent ea + eb <= 4, under
+    width - 18 = 7, so nothing is cut and D is the exact low-halfword sum rounded to the
+    accumulator's type (f16 nearest, f32 toward zero), plus the high halfwords' products, rounded
+    again, plus C rounded to nearest — computed here output by output, for a batch of 1300 warps
+    (the model takes them 512 at a time)."""
+    rng = np.random.default_rng(7)
+    a, b = _small_codes(rng, (1300, 16, 32), 0x58), _small_codes(rng, (1300, 32, 8), 0x48)
+    c = rng.normal(0, 40, (1300, 16, 8)).astype(dtype)
+    av, bv = nx.e4m3_values(a), nx.e4m3_values(b)
+    low = (np.arange(32) % 4) < 2
+
+    def rounded(s):
+        r = s.astype(dtype)
+        if dtype == np.float32:  # toward zero
+            r = np.where(np.abs(r.astype(np.float64)) > np.abs(s), np.nextafter(r, dtype(0)), r)
+        return r.astype(np.float64)
+    t = rounded(np.einsum("wik,wkj->wij", av[..., low], bv[:, low]) + 0.0)
+    t = rounded(np.einsum("wik,wkj->wij", av[..., ~low], bv[:, ~low]) + t + 0.0)
+    want = (t + c.astype(np.float64)).astype(dtype)
+    got = nx.mma_sync(a, b, c)
+    assert np.array_equal(got.view(BITS[dtype]), want.view(BITS[dtype]))
+
+
+def test_warps_whose_products_may_be_cut_and_warps_whose_cannot_give_what_each_gives_alone():
+    """A batch mixing warps of small codes (each HMMA one exact matmul) with warps of the full
+    range, NaN codes and a C past the f16 range: every warp's D is what it gives on its own."""
+    rng = np.random.default_rng(8)
+    small = (_small_codes(rng, (600, 16, 32), 0x50), _small_codes(rng, (600, 32, 8), 0x50))
+    full = (rng.integers(0, 256, (600, 16, 32), dtype=np.uint8), rng.integers(0, 256, (600, 32, 8), dtype=np.uint8))
+    a, b = np.concatenate([small[0], full[0]]), np.concatenate([small[1], full[1]])
+    order = rng.permutation(1200)
+    a, b = a[order], b[order]
+    c = rng.normal(0, 4, (1200, 16, 8)).astype(np.float16)
+    c[::7, 3, 5] = np.inf
+    whole = nx.mma_sync(a, b, c)
+    alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, 1200, 37)])
+    assert np.array_equal(whole[::37].view(np.uint16), alone.view(np.uint16))

@@ -42,13 +42,21 @@ _UNITS = (np.dtype(np.uint64), np.dtype(np.uint32), np.dtype(np.uint16))
 
 def _units(mem: np.ndarray, offs: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """`mem` as the widest unsigned words that the access's width, every offset and the memory's
-    size and address are multiples of, and the (lanes, width / unit) word index of each lane's
-    bytes: a 16-byte load gathers two words a lane instead of sixteen bytes."""
+    size and address are multiples of, and the word index of each lane's bytes ((lanes,) for one
+    word a lane, else (lanes, width / unit)): a 16-byte load gathers two words a lane instead of
+    sixteen bytes."""
+    spread = np.bitwise_or.reduce(offs) if offs.size else 0
     for unit in _UNITS:
         u = unit.itemsize
-        if width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not (offs % u).any():
-            return mem.view(unit), (offs // u)[:, None] + np.arange(width // u)
+        if width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not spread & (u - 1):
+            first = offs >> (u.bit_length() - 1)
+            return mem.view(unit), first if width == u else first[:, None] + np.arange(width // u)
     return mem, offs[:, None] + np.arange(width)
+
+
+def _pick(x: np.ndarray, lanes: np.ndarray | None) -> np.ndarray:
+    """The selected lanes' elements (None: every lane)."""
+    return x if lanes is None else x[lanes]
 
 
 class ExecutionError(RuntimeError):
@@ -135,50 +143,60 @@ class Machine:
 
     # -- memory ---------------------------------------------------------------------------------
 
-    def _fail(self, op, lanes: np.ndarray, what: str) -> None:
-        lane = int(np.flatnonzero(lanes)[0])
+    def _fail(self, op, lanes: np.ndarray | None, what: str) -> None:
+        lane = 0 if lanes is None else int(np.flatnonzero(lanes)[0])
         b, t = divmod(lane, self.T)
         raise ExecutionError(f"{op.where()}: {what} (block {b} of this chunk, thread {t})")
 
+    def _first_bad(self, lanes: np.ndarray | None, bad: np.ndarray) -> np.ndarray:
+        """The lane mask of the first selected lane whose access is out of bounds."""
+        first = np.flatnonzero(bad)[0] if lanes is None else np.flatnonzero(lanes)[bad][0]
+        return np.arange(self.n) == first
+
     def gather(self, space: str, addr: np.ndarray, width: int, op, mask) -> np.ndarray:
         """`width` bytes per lane at `addr` → (n, width) uint8 (zeros where a lane is inactive)."""
-        out = np.zeros((self.n, width), np.uint8)
-        lanes = np.ones(self.n, bool) if mask is None else mask
-        if not lanes.any():
-            return out
+        if mask is not None and not mask.any():
+            return np.zeros((self.n, width), np.uint8)
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
-        for mem, offs, sel in self.regions(space, addr, width, op, lanes):
+        out = None
+        for mem, offs, sel in self.regions(space, addr, width, op, mask):
             words, index = _units(mem, offs, width)
-            out[sel] = words[index].view(np.uint8).reshape(-1, width)
+            got = words.take(index).view(np.uint8).reshape(-1, width)
+            if sel is None:  # every lane, from one memory
+                return got
+            if out is None:
+                out = np.zeros((self.n, width), np.uint8)
+            out[sel] = got
         return out
 
     def scatter(self, space: str, addr: np.ndarray, data: np.ndarray, op, mask) -> None:
-        lanes = np.ones(self.n, bool) if mask is None else mask
-        if not lanes.any():
+        if mask is not None and not mask.any():
             return
         width = data.shape[1]
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (self.n,))
-        for mem, offs, sel in self.regions(space, addr, width, op, lanes, write=True):
+        for mem, offs, sel in self.regions(space, addr, width, op, mask, write=True):
             words, index = _units(mem, offs, width)
             # lanes writing the same unit: the last one wins, as it did byte by byte (all lanes'
             # accesses are aligned to the unit, so two of them overlap in whole units or not at all)
-            words[index] = np.ascontiguousarray(data[sel]).view(words.dtype).reshape(index.shape)
+            words[index] = np.ascontiguousarray(_pick(data, sel)).view(words.dtype).reshape(index.shape)
 
     def regions(self, space, addr, width, op, lanes, write: bool = False):
-        """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched."""
+        """(flat memory, byte offsets of the selected lanes, lane selection) per memory touched;
+        `lanes` None is every lane, and so is a selection of None."""
         if space == "generic":  # by the window the address falls in
             tag = addr >> np.uint64(BUFFER_SHIFT)
+            live = np.ones(self.n, bool) if lanes is None else lanes
             windows = (("shared", SHARED_BASE), ("local", LOCAL_BASE), ("param", PARAM_BASE), ("const", CONST_BASE))
             for window, base in windows:
-                sel = lanes & (tag == np.uint64(base >> BUFFER_SHIFT))
+                sel = live & (tag == np.uint64(base >> BUFFER_SHIFT))
                 if sel.any():
                     yield from self.regions(window, addr - np.uint64(base) if window != "param" else addr,
                                             width, op, sel, write)
-            rest = lanes.copy()
+            rest = live.copy()
             for _, base in windows:
                 rest &= tag != np.uint64(base >> BUFFER_SHIFT)
             if rest.any():
-                yield from self.regions("global", addr, width, op, rest, write)
+                yield from self.regions("global", addr, width, op, None if lanes is None and rest.all() else rest, write)
             return
         if space == "const":
             if write:
@@ -188,26 +206,26 @@ class Machine:
         if space == "local":
             if self.local is None:
                 self._fail(op, lanes, "a local access, but the module declares no .local memory")
-            a = addr[lanes].astype(np.int64)
+            a = _pick(addr, lanes).astype(np.int64)
             size = self.local.shape[1]
             bad = (a < 0) | (a + width > size)
             if bad.any():
-                self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(lanes)[bad][:1]),
+                self._fail(op, self._first_bad(lanes, bad),
                            f"local access of {width} bytes at {int(a[bad][0])} outside the {size}-byte window")
-            yield self.local.reshape(-1), np.flatnonzero(lanes) * size + a, lanes
+            rows = np.arange(self.n) if lanes is None else np.flatnonzero(lanes)
+            yield self.local.reshape(-1), rows * size + a, lanes
             return
         if space == "shared":
-            a = addr[lanes].astype(np.int64)
+            a = _pick(addr, lanes).astype(np.int64)
             size = self.shared.shape[1]
             bad = (a < 0) | (a + width > size)
             if bad.any():
-                sel = np.flatnonzero(lanes)[bad]
-                self._fail(op, np.isin(np.arange(self.n), sel[:1]),
+                self._fail(op, self._first_bad(lanes, bad),
                            f"shared access of {width} bytes at {int(a[bad][0])} outside the {size}-byte window")
-            yield self.shared.reshape(-1), self.lane_block[lanes] * size + a, lanes
+            yield self.shared.reshape(-1), _pick(self.lane_block, lanes) * size + a, lanes
             return
         if space == "param":
-            a = addr[lanes]
+            a = _pick(addr, lanes)
             if np.all((a >> np.uint64(BUFFER_SHIFT)) == np.uint64(PARAM_BASE >> BUFFER_SHIFT)):
                 off = (a - np.uint64(PARAM_BASE)).astype(np.int64)
                 if (off + width > self.params.size).any():
@@ -217,29 +235,30 @@ class Machine:
             self._fail(op, lanes, "a parameter address that is not in the kernel's parameter space")
         ids = (addr >> np.uint64(BUFFER_SHIFT)).astype(np.int64) - 1
         offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).astype(np.int64)
-        touched = ids[lanes]
-        for i in (touched[:1] if touched.size and touched.min() == touched.max() else np.unique(touched)):
-            sel = lanes & (ids == i)
+        touched = _pick(ids, lanes)
+        one = touched.size and touched.min() == touched.max()
+        for i in (touched[:1] if one else np.unique(touched)):
+            sel = lanes if one else ((ids == i) if lanes is None else lanes & (ids == i))
             if i == (GLOBALS_BASE >> BUFFER_SHIFT) - 1:
                 yield from self._window(self.module_globals, "module .global", addr - np.uint64(GLOBALS_BASE),
                                         width, op, sel)
                 continue
             if not 0 <= i < len(self.buffers):
-                self._fail(op, sel, f"global address 0x{int(addr[sel][0]):x} is in no buffer")
+                self._fail(op, sel, f"global address 0x{int(_pick(addr, sel)[0]):x} is in no buffer")
             mem = self.buffers[i]
-            o = offs[sel]
+            o = _pick(offs, sel)
             bad = o + width > mem.size
             if bad.any():
-                self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(sel)[bad][:1]),
+                self._fail(op, self._first_bad(sel, bad),
                            f"global access of {width} bytes at offset {int(o[bad][0])} of a {mem.size}-byte buffer")
             yield mem, o, sel
 
     def _window(self, mem, what, offset, width, op, lanes):
         """One flat memory addressed by byte offset (the module's const or global image)."""
-        a = offset[lanes].astype(np.int64)
+        a = _pick(offset, lanes).astype(np.int64)
         bad = (a < 0) | (a + width > mem.size)
         if bad.any():
-            self._fail(op, np.isin(np.arange(self.n), np.flatnonzero(lanes)[bad][:1]),
+            self._fail(op, self._first_bad(lanes, bad),
                        f"{what} access of {width} bytes at {int(a[bad][0])} outside its {mem.size} bytes")
         yield mem, a, lanes
 

@@ -33,6 +33,7 @@ from rr.run.cpu.values import (
     Unsupported,
     dests,
     extend_to_register,
+    f16_lanes,
     halves,
     join_halves,
     op_type,
@@ -149,7 +150,7 @@ def _arith(op, parts, ctx):
             return lambda m, mask: m.put(d, fn(*[np.asarray(r(m)).view(np.float16) for r in rs]), mask)
 
         def run(m, mask):  # both halves at once: a word's f16 view is its (low, high) pair
-            halves = [_f16_lanes(r, m) for r in rs]
+            halves = [f16_lanes(r, m) for r in rs]
             m.put(d, np.ascontiguousarray(fn(*halves), np.float16).view(np.uint32), mask)
         return run
     rs = [ctx.reader(s, typ, op) for s in srcs]
@@ -157,11 +158,6 @@ def _arith(op, parts, ctx):
     if fn is None:
         raise Unsupported(f"{op.opcode!r}")
     return integer._run(d, fn, rs)
-
-
-def _f16_lanes(read, m) -> np.ndarray:
-    """An f16 or f16x2 operand of every lane as f16 values (a word's view: its low, high halves)."""
-    return np.ascontiguousarray(np.broadcast_to(read(m), (m.n,))).view(np.float16)
 
 
 def _contracted(op, ctx):
@@ -183,7 +179,7 @@ def _contracted(op, ctx):
     ra, rb, rc = (ctx.reader(x, rt, op) for x in (a, b, c))
 
     def run(m, mask):  # f16x2: both halves at once, as in _arith
-        x, y, z = _f16_lanes(ra, m), _f16_lanes(rb, m), _f16_lanes(rc, m)
+        x, y, z = f16_lanes(ra, m), f16_lanes(rb, m), f16_lanes(rc, m)
         r = np.ascontiguousarray(nx.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
         m.put(d, r if typ == "f16" else r.view(np.uint32), mask)
     return run
