@@ -892,16 +892,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# The commands whose code (rr.ptx, rr.describe, rr.corpus's extraction, rr.io) uses no numpy:
+# pyarrow, which they write Parquet with, imports it when it can (0.1–0.14 s of each command).
+_NUMPY_FREE = (["spec"], ["describe"], ["linearise"], ["extract"], ["entries"], ["roundtrip"])
+
+
 def entry() -> int:
     """The `rr` command (console script, `python -m rr`): main() in a process of its own. pyarrow
     imports pandas — 0.5–1 s, half of a small command's time — the first time it builds an array
     whenever pandas is installed (Snakemake's install brings it), to ask whether the data is a
     pandas object. No rr command but `report` gives pyarrow pandas objects or uses pandas, so for
-    the others the process says pandas is absent. Likewise numpy for `rr spec`, which uses none
-    and reads a corpus's index with pyarrow, which imports numpy when it can (0.1 s, an eighth
-    of the command's time on the widest layer). (Not in main(): tests call that in-process.)"""
+    the others the process says pandas is absent. Likewise numpy for the commands that use none
+    (_NUMPY_FREE), which pyarrow imports when it can (0.1 s, an eighth of `rr spec`'s time on the
+    widest layer, a tenth of `rr linearise` on a large kernel). (Not in main(): tests call that
+    in-process.)"""
     argv = sys.argv[1:]
-    absent = tuple(name for name, unused in (("pandas", argv[:1] != ["report"]), ("numpy", argv[:1] == ["spec"]))
+    absent = tuple(name for name, unused in (("pandas", argv[:1] != ["report"]), ("numpy", argv[:1] in _NUMPY_FREE))
                    if unused and name not in sys.modules)
     if absent:
         sys.meta_path.insert(0, _Without(absent))

@@ -126,6 +126,27 @@ def test_spec_of_a_corpus_directory_describes_the_module_its_index_names(nvcc_pt
     assert r.returncode == 2 and "no module in this corpus defines entry 'nope'" in r.stderr
 
 
+def test_the_commands_that_use_no_numpy_start_without_it_and_write_the_same_files(nvcc_ptx, tmp_path):
+    # the console script (rr.cli.entry) tells pyarrow numpy is absent for extract, linearise and
+    # describe; their files are the bytes main() writes in a process that has numpy
+    path = nvcc_ptx("mma_chain", "-DM_TILES=2", "-DN_TILES=3", "-DK_STEPS=2")
+    commands = {"extract": ["extract", str(path), "-o", "{}/corpus"],
+                "linearise": ["linearise", str(path), "--entry", "gemm_phase", "-o", "{}/statements.parquet"],
+                "describe": ["describe", str(path), "--entry", "gemm_phase", "-o", "{}/description"]}
+    code = "import sys; from rr.cli import entry; sys.argv[0] = 'rr'; s = entry(); print('numpy' in sys.modules); sys.exit(s)"
+    for name, args in commands.items():
+        script, with_numpy = tmp_path / name / "script", tmp_path / name / "main"
+        r = subprocess.run([sys.executable, "-c", code, *(a.format(script) for a in args)], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.splitlines()[-1] == "False", (name, r.stdout, r.stderr)
+        code_main = "import sys, numpy; from rr.cli import main; sys.exit(main(sys.argv[1:]))"
+        r = subprocess.run([sys.executable, "-c", code_main, *(a.format(with_numpy) for a in args)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        written = sorted(p.relative_to(script) for p in script.rglob("*") if p.is_file())
+        assert written and written == sorted(p.relative_to(with_numpy) for p in with_numpy.rglob("*") if p.is_file())
+        assert all((script / p).read_bytes() == (with_numpy / p).read_bytes() for p in written), name
+
+
 def test_spec_rejects_a_missing_entry_and_a_kernel_without_mma(tmp_path):
     f = tmp_path / "k.ptx"
     f.write_text(SINK.replace("\tmma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16\n\t{%r12, %r13},\n\t{%r5, %r6, %r7, %r8},\n\t{%r5, %r6}, {%r9, %r9};\n", ""))
