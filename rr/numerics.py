@@ -59,59 +59,58 @@ def f16_as_f64(x) -> np.ndarray:
 
 _SPLIT = {np.dtype(np.float32): np.float32(2.0 ** 13 + 1), np.dtype(np.float64): 2.0 ** 42 + 1}
 _F16_PAST = 2.0 ** 17  # beyond f16's range, and small enough to split without overflow
-_F16_TINY = {4: np.uint32(0x38800000), 8: np.uint64(0x3F10000000000000)}  # 2^-14 as f32, f64 bits
 
 
 def _split_f16(x: np.ndarray) -> np.ndarray:
-    """f32 or f64 → the same rounded to 11 significant bits, ties to even (Veltkamp's split:
-    x·(2^(p − 11) + 1) and back; exact on every f32 of f16's normal range, by an exhaustive
-    check); ±inf → ±2^17, NaN kept (quieted)."""
-    x = np.asarray(np.clip(x, -_F16_PAST, _F16_PAST))
-    with np.errstate(invalid="ignore"):
-        p = x * _SPLIT[x.dtype]
-        np.subtract(p, x, out=x)
-        p -= x  # p − (p − x), not (x − p) + p: that makes −0 of −0
+    """Finite f32 or f64 below 2^17 → the same rounded to 11 significant bits, ties to even
+    (Veltkamp's split: x·(2^(p − 11) + 1) and back; exact on every f32 of f16's normal range, by
+    an exhaustive check). Past 2^(emax − p + 11) it overflows to NaN; a NaN stays NaN (callers
+    that may meet those keep numpy's warnings off)."""
+    p = x * _SPLIT[x.dtype]
+    x = p - x
+    p -= x  # p − (p − x), not (x − p) + p: that makes −0 of −0
     return p
 
 
-def _f16_of_split(x: np.ndarray) -> np.ndarray:
-    """f32 values with at most 11 significant bits, which f16 holds (or rounds to ±inf past 65504,
-    as 2^16 and more) → f16, by their top bits."""
-    return _f16_of_top_bits().take(np.asarray(x, np.float32).view(np.uint32) >> np.uint32(13)).view(F16)
+def _f16_of_split(bits: np.ndarray) -> np.ndarray:
+    """The f32 bits of values with at most 11 significant bits, which f16 holds (or rounds to
+    ±inf past 65504, as 2^16 and more) → f16 bits (uint16), by their top 19 bits."""
+    return _f16_of_top_bits().take(bits >> np.uint32(13))
 
 
 def f16_of_grid(x) -> np.ndarray:
     """`cvt.rn.f16.f32` of f32 values that are multiples of 2^-24 (sums and differences of f16,
     and their f32 roundings): below 2^-14 they have at most 10 significant bits and f16 holds
-    them, so the 11-bit rounding is f16's everywhere."""
-    return _f16_of_split(_split_f16(np.asarray(x, np.float32)))
+    them, so the 11-bit rounding is f16's everywhere; ±inf split as ±2^17."""
+    with np.errstate(invalid="ignore"):
+        split = _split_f16(np.clip(np.asarray(x, np.float32), -_F16_PAST, _F16_PAST))
+    return _f16_of_split(split.view(np.uint32)).view(F16)
 
 
-def _f16_of_float(x: np.ndarray, split: np.ndarray) -> np.ndarray:
-    """f16 of f32 or f64 `x` from its 11-bit rounding `split`, and numpy's cast itself for the
-    nonzero values below f16's normals (f16's subnormals are a fixed grid of 2^-24) and for NaNs
-    (a signalling one stays signalling)."""
-    r = np.asarray(_f16_of_split(split.astype(np.float32, copy=False)))
-    ut = _UINT[x.dtype.itemsize]
-    m = x.view(ut) & ut(_CANONICAL[x.dtype.itemsize])
-    with np.errstate(over="ignore"):  # 0 - 1 wraps to the largest: a zero is not odd
-        odd = ((m - ut(1)) < _F16_TINY[x.dtype.itemsize] - ut(1)) | (m > ut(_INFINITY[x.dtype.itemsize]))
-    if odd.any():
-        r = r.copy()
-        r[odd] = x[odd].astype(F16)
-    return r
+def _f16_of_float(x: np.ndarray) -> np.ndarray:
+    """f16 of f32 or f64 `x`, as numpy's cast: the 11-bit split's bits where it is at least
+    f16's smallest normal, and numpy's cast itself where it is below (nonzero: f16's subnormals
+    are a fixed grid of 2^-24, which the split does not round to) or where the result is ±inf or
+    NaN (past f16's range, or past the split's: a signalling NaN stays signalling)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # and 0 - 1 wraps: a zero is not below
+        bits = _split_f16(x).astype(np.float32, copy=False).view(np.uint32)
+        h = np.asarray(_f16_of_split(bits))
+        odd = (((bits & np.uint32(0x7FFFFFFF)) - np.uint32(1)) < np.uint32(0x38800000 - 1)) \
+            | ((h & np.uint16(0x7C00)) == np.uint16(0x7C00))
+    if np.count_nonzero(odd):
+        at = np.flatnonzero(odd)
+        h.flat[at] = x.take(at).astype(F16).view(np.uint16)
+    return h.view(F16)
 
 
 def f16_of_f32(x) -> np.ndarray:
     """`cvt.rn.f16.f32`, as numpy's cast."""
-    x = np.asarray(x, np.float32)
-    return _f16_of_float(x, _split_f16(x))
+    return _f16_of_float(np.asarray(x, np.float32))
 
 
 def f16_of_f64(x) -> np.ndarray:
     """`cvt.rn.f16.f64`, as numpy's cast (one rounding: the 11-bit one in f64 is exact in f32)."""
-    x = np.asarray(x, np.float64)
-    return _f16_of_float(x, _split_f16(x))
+    return _f16_of_float(np.asarray(x, np.float64))
 
 
 def _f32(*xs):
@@ -807,10 +806,17 @@ def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool):
     exact sum of the half's products (halfwords `half` of A's and Bᵀ's code pairs) and T, one
     matmul exact in f64, rounded to the accumulator's type and returned as f64. `small`: every
     sum is below 2^15 (no f16 overflow)."""
-    s = np.matmul(_half_values(a16[..., half::2]), np.swapaxes(_half_values(bt16[..., half::2]), -1, -2))
-    if t is not None:
-        s += t
-    s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
+    av = _half_values(a16[..., half::2])
+    if bt16.shape[0] == 1:  # one B for every warp: one product of all rows, in blocks of 64 warps
+        # (small enough that OpenBLAS keeps each to one thread)
+        s = np.matmul(av.reshape(-1, 1024, 16), _half_values(bt16[0, :, half::2]).T).reshape(av.shape[0], 16, 8) \
+            if av.shape[0] % 64 == 0 else np.matmul(av, _half_values(bt16[0, :, half::2]).T)
+    else:
+        s = np.matmul(av, np.swapaxes(_half_values(bt16[..., half::2]), -1, -2))
+    if t is None:
+        s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
+    else:
+        s += t  # T is never -0, so neither is the sum
     if small and dtype == np.float16 and rules.f16 == "rn":
         # a multiple of 2^-18 below 2^15: below f16's normals it has at most 4 significant bits
         # and f16 holds it, so the 11-bit rounding is f16's
@@ -829,6 +835,8 @@ def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM9
     if c.dtype not in (np.float16, np.float32):
         raise TypeError(f"c must be float16 or float32, not {c.dtype}")
     a, b = np.asarray(a, np.uint8), np.asarray(b, np.uint8)
+    if a.ndim == b.ndim == c.ndim == 3 and a.shape[0] == b.shape[0] == c.shape[0] <= _MMA_CHUNK:
+        return _mma_warps(a, b, c, rules)  # the interpreter's warps of a small chunk
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
     a = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
@@ -852,6 +860,8 @@ def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
     if uncut:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
         a16 = np.ascontiguousarray(a).view(np.uint16)
         bt16 = np.ascontiguousarray(np.swapaxes(b, -1, -2)).view(np.uint16)
+        if (bt16 == bt16[:1]).all():  # a weight tile that every warp shares: (1, 8, 16)
+            bt16 = bt16[:1]
     # bounded: products below 2^(limit + 2) <= 2^10, sixteen of them and T below 2^15
     small = limit is not None and limit <= 8
     t = None  # the running accumulator, as f64 values of its type
@@ -861,18 +871,20 @@ def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
         else:
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
-        if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`)
+        if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`); an infinite C splits to NaN
             s = t.astype(np.float32)
             s += f16_as_f32(c)
-            d = f16_of_grid(s)
+            d = _f16_of_split(_split_f16(s).view(np.uint32)).view(F16)
         else:  # FADD: 53 >= 2·24 + 2
             d = (t + c.astype(np.float64)).astype(np.float32)
-    if rules.canonical_nan:
-        size = d.dtype.itemsize
-        bits = d.view(_UINT[size])
-        nan = (bits & _UINT[size](_CANONICAL[size])) > _UINT[size](_INFINITY[size])
-        if nan.any():
-            d = np.where(nan, _UINT[size](_CANONICAL[size]).view(d.dtype), d)
+    size = d.dtype.itemsize
+    nan = (d.view(_UINT[size]) & _UINT[size](_CANONICAL[size])) > _UINT[size](_INFINITY[size])
+    if np.count_nonzero(nan):
+        if dtype == np.float16:  # the sums that are ±inf or NaN, cast as they are
+            at = np.flatnonzero(nan)
+            d.flat[at] = s.take(at).astype(F16)
+        if rules.canonical_nan:
+            d = np.where(np.isnan(d), _UINT[size](_CANONICAL[size]).view(d.dtype), d)
     return d
 
 

@@ -50,7 +50,9 @@ def c_matrix(words: list) -> np.ndarray:
     column 2t + (r & 1)."""
     regs = _words(words)
     if len(regs) == 2:
-        return np.stack(regs, axis=1).view(np.float16).reshape(-1, 16, 8)
+        out = np.empty((regs[0].shape[0], 2, 8, 4), np.uint32)
+        out[:, 0], out[:, 1] = regs
+        return out.view(np.float16).reshape(-1, 16, 8)
     out = np.empty((regs[0].shape[0], 2, 8, 4, 2), np.uint32)
     for r, w in enumerate(regs):
         out[:, r >> 1, :, :, r & 1] = w

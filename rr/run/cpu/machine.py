@@ -37,21 +37,21 @@ SPECIAL_REGISTERS = frozenset(
     "%laneid", "%warpid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt"}
 
 
-_UNITS = (np.dtype(np.uint64), np.dtype(np.uint32), np.dtype(np.uint16))
+_UNITS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 def _units(mem: np.ndarray, offs: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """`mem` as the widest unsigned words that the access's width, every offset and the memory's
-    size and address are multiples of, and the word index of each lane's bytes ((lanes,) for one
-    word a lane, else (lanes, width / unit)): a 16-byte load gathers two words a lane instead of
-    sixteen bytes."""
-    spread = np.bitwise_or.reduce(offs) if offs.size else 0
-    for unit in _UNITS:
-        u = unit.itemsize
-        if width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not spread & (u - 1):
-            first = offs >> (u.bit_length() - 1)
-            return mem.view(unit), first if width == u else first[:, None] + np.arange(width // u)
-    return mem, offs[:, None] + np.arange(width)
+    """`mem` as the widest words that the access's width, every offset and the memory's size and
+    address are multiples of (a whole access of more than 8 bytes as one opaque word: numpy takes
+    those several times faster than pairs of integers), and the word index of each lane's bytes:
+    (lanes,) for one word a lane, else (lanes, width / unit)."""
+    spread = int(np.bitwise_or.reduce(offs)) if offs.size else 0
+    for u in (width, 8, 4, 2, 1):
+        if u <= width and not u & (u - 1) and width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not spread & (u - 1):
+            first = offs // u
+            words = mem.view(_UNITS.get(u) or np.dtype((np.void, u)))
+            return words, first if width == u else first[:, None] + np.arange(width // u)
+    raise AssertionError("a byte is always a unit")
 
 
 def _pick(x: np.ndarray, lanes: np.ndarray | None) -> np.ndarray:
@@ -233,8 +233,8 @@ class Machine:
                 yield self.params, off, lanes
                 return
             self._fail(op, lanes, "a parameter address that is not in the kernel's parameter space")
-        ids = (addr >> np.uint64(BUFFER_SHIFT)).astype(np.int64) - 1
-        offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).astype(np.int64)
+        ids = (addr >> np.uint64(BUFFER_SHIFT)).view(np.int64) - 1
+        offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).view(np.int64)  # below 2^40: the same bits
         touched = _pick(ids, lanes)
         one = touched.size and touched.min() == touched.max()
         for i in (touched[:1] if one else np.unique(touched)):
@@ -247,8 +247,8 @@ class Machine:
                 self._fail(op, sel, f"global address 0x{int(_pick(addr, sel)[0]):x} is in no buffer")
             mem = self.buffers[i]
             o = _pick(offs, sel)
-            bad = o + width > mem.size
-            if bad.any():
+            if o.max() + width > mem.size:
+                bad = o + width > mem.size
                 self._fail(op, self._first_bad(sel, bad),
                            f"global access of {width} bytes at offset {int(o[bad][0])} of a {mem.size}-byte buffer")
             yield mem, o, sel
