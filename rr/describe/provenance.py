@@ -598,6 +598,7 @@ class _Tracer:
         self._memo: dict[tuple, Source] = {}
         self._operands: dict[tuple, Source] = {}
         self._stored: dict[tuple, str] = {}  # shared stores -> what they stored (`_staged`)
+        self._store_planes: dict[int, set] = {}  # a shared store -> the offsets its planes meet
 
     def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
         """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
@@ -734,13 +735,20 @@ class _Tracer:
             for st in stores:
                 acc = flow.access(st)
                 if acc is not None and acc.base == load.base and acc.lane_bytes == load.lane_bytes \
-                        and wanted & acc.planes(flow.block_z):
+                        and not wanted.isdisjoint(self._planes(st, acc)):
                     matching.append(st)
             stores = matching or stores
         key = tuple(stores)
         if key not in self._stored:  # the loads of one staging read the same stores
             self._stored[key] = self._stored_sources(stores, depth)
         return self._stored[key]
+
+    def _planes(self, stmt: int, acc: Access) -> set[int]:
+        """`acc.planes` of the access at `stmt`, once: every load of a staging tests every store of it."""
+        found = self._store_planes.get(stmt)
+        if found is None:
+            found = self._store_planes[stmt] = acc.planes(self.flow.block_z)
+        return found
 
     def _stored_sources(self, stores: list[int], depth: int) -> str:
         """The sources of the values the shared stores wrote, joined by " + "."""
