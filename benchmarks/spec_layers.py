@@ -20,9 +20,10 @@ from rr.synth.family import NAMES
 
 
 def corpus(build: Path) -> Path:
-    """The engine binary's corpus (`rr synth engine`, `rr extract`), made once under `build`."""
+    """The engine binary's corpus (`rr synth engine`, `rr extract`), made once under `build` (again
+    when it lacks entries.json: a corpus of older rr, whose entries are found through pyarrow)."""
     out = build / "engine_corpus"
-    if not (out / "index.parquet").is_file():
+    if not (out / "entries.json").is_file():
         build.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "rr", "synth", "engine", "-o", str(build / "engine.bin")], check=True,
                        stdout=subprocess.DEVNULL)
