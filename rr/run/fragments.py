@@ -14,7 +14,9 @@ import numpy as np
 
 # Every layout is a transpose of whole words: lane l = 4g + t of register r holds a word of
 # matrix row (or column) g of one of the register's 8-row blocks, at word t of that row's run;
-# so each is one strided copy per register instead of a gather.
+# so each is one strided copy per register instead of a gather. A and B's runs of a row are the
+# four lanes t of one g: 16 bytes, copied as one opaque element.
+_RUN = np.dtype((np.void, 16))
 
 
 def _words(words: list) -> list:
@@ -22,14 +24,19 @@ def _words(words: list) -> list:
     return [np.asarray(w, dtype=np.uint32).reshape(-1, 8, 4) for w in words]
 
 
+def _runs(words: list) -> list:
+    """(warps, 32) uint32 registers → each as (warps, 8 g) runs of its four lanes t."""
+    return [np.ascontiguousarray(w, dtype=np.uint32).view(_RUN) for w in words]
+
+
 def a_matrix(words: list) -> np.ndarray:
     """Four (warps, 32) uint32 registers → (warps, 16, 32) e4m3 bytes. A register holds four
     consecutive k of one row: register r's lane (g, t) → row (r & 1, g), word of the row
     (r >> 1, t)."""
-    regs = _words(words)
-    out = np.empty((regs[0].shape[0], 2, 8, 2, 4), np.uint32)
+    regs = _runs(words)
+    out = np.empty((regs[0].shape[0], 2, 8, 2), _RUN)
     for r, w in enumerate(regs):
-        out[:, r & 1, :, r >> 1, :] = w
+        out[:, r & 1, :, r >> 1] = w
     return out.view(np.uint8).reshape(-1, 16, 32)
 
 
@@ -37,10 +44,10 @@ def b_matrix(words: list) -> np.ndarray:
     """Two (warps, 32) uint32 registers → (warps, 32, 8) e4m3 bytes: column g's k run 4t…4t+3
     (and 16+4t…) is one word, so Bᵀ is a transpose of words (lane (g, t), register r → row g,
     word (r, t)); B is returned as a view of it."""
-    regs = _words(words)
-    out = np.empty((regs[0].shape[0], 8, 2, 4), np.uint32)
+    regs = _runs(words)
+    out = np.empty((regs[0].shape[0], 8, 2), _RUN)
     for r, w in enumerate(regs):
-        out[:, :, r, :] = w
+        out[:, :, r] = w
     return out.view(np.uint8).reshape(-1, 8, 32).transpose(0, 2, 1)
 
 
