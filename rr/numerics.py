@@ -801,18 +801,44 @@ def _below(t: np.ndarray, exponent: int) -> bool:
     return bool((t.view(np.uint64) & np.uint64(_CANONICAL[8])).max(initial=0) < limit)
 
 
-def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool):
+def _rows_times(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
+    """(G, M, 16) @ (G, 16, Q) in f64, M cut into blocks of rows small enough (rows · 16 · Q at
+    most 2^17) that OpenBLAS keeps each product to one thread: its threads cost more than they
+    save on these sizes, more so on a busy machine."""
+    g, m, _ = av.shape
+    rows = max(1, (1 << 13) // bv.shape[-1])
+    if m <= rows:
+        return np.matmul(av, bv)
+    whole = m - m % rows
+    s = np.matmul(av[:, :whole].reshape(g, whole // rows, rows, 16), bv[:, None]).reshape(g, whole, -1)
+    return s if whole == m else np.concatenate([s, np.matmul(av[:, whole:], bv)], axis=1)
+
+
+def _half_products(a16, bt16, half: int, n: int, period: int, shared_a: bool) -> np.ndarray:
+    """(N, M, Q) f64: each of N warps' exact sum of one HMMA's products (halfwords `half` of A's
+    (…, M, 16) and Bᵀ's (…, Q, 16) code pairs), one matmul exact in f64. `period` P: warp w's B
+    is bt16[w % P] (P = N: every warp its own); `shared_a`: warps w and w + 1 … w + P − 1 (w a
+    multiple of P) share A, and a16 holds each group's once. Shared tiles are gathered once and
+    their warps multiplied as one product of many rows."""
+    m, q = a16.shape[-2], bt16.shape[-2]
+    bv = _half_values(bt16[..., half::2])  # (P, Q, 16): Bᵀ
+    if period == n:  # every warp its own A and B
+        return np.matmul(_half_values(a16[..., half::2]), np.swapaxes(bv, -1, -2))
+    if shared_a:  # one A a group, its warps' B side by side: (N/P · M, 16) @ (16, P · Q)
+        bv = np.ascontiguousarray(bv.reshape(1, -1, 16).transpose(0, 2, 1))  # numpy's BLAS path wants it so
+        s = _rows_times(_half_values(a16[..., half::2]).reshape(1, -1, 16), bv)
+        return s.reshape(-1, m, period, q).transpose(0, 2, 1, 3).reshape(n, m, q)
+    # warps w % P == j: (P, N/P · M, 16) @ (P, 16, Q)
+    av = _half_values(a16.reshape(-1, period, m, 16)[..., half::2].transpose(1, 0, 2, 3))
+    s = _rows_times(av.reshape(period, -1, 16), np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
+    return s.reshape(period, -1, m, q).transpose(1, 0, 2, 3).reshape(n, m, q)
+
+
+def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple):
     """One HMMA where no term can reach the cut (the caller has bounded every exponent): the
-    exact sum of the half's products (halfwords `half` of A's and Bᵀ's code pairs) and T, one
-    matmul exact in f64, rounded to the accumulator's type and returned as f64. `small`: every
-    sum is below 2^15 (no f16 overflow)."""
-    av = _half_values(a16[..., half::2])
-    if bt16.shape[0] == 1:  # one B for every warp: one product of all rows, in blocks of 64 warps
-        # (small enough that OpenBLAS keeps each to one thread)
-        s = np.matmul(av.reshape(-1, 1024, 16), _half_values(bt16[0, :, half::2]).T).reshape(av.shape[0], 16, 8) \
-            if av.shape[0] % 64 == 0 else np.matmul(av, _half_values(bt16[0, :, half::2]).T)
-    else:
-        s = np.matmul(av, np.swapaxes(_half_values(bt16[..., half::2]), -1, -2))
+    exact sum of the half's products and T, rounded to the accumulator's type and returned as
+    f64. `small`: every sum is below 2^15 (no f16 overflow)."""
+    s = _half_products(a16, bt16, half, *sharing)
     if t is None:
         s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
     else:
@@ -822,6 +848,21 @@ def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool):
         # and f16 holds it, so the 11-bit rounding is f16's
         return _split_f16(s)
     return _round_sum(s, dtype, rules.f32 if dtype == np.float32 else rules.f16).astype(np.float64)
+
+
+def _sharing(a16: np.ndarray, bt16: np.ndarray) -> tuple[int, bool]:
+    """How a chunk's warps share their tiles (the interpreter's warps are blocks of consecutive
+    warps, whose weight tiles repeat from block to block): the least period P among 1, 2, 4, 8
+    (dividing N) with warp w's B that of warp w % P, else N; and whether each group of P
+    consecutive warps shares one A (P > 1)."""
+    n = len(bt16)
+    for p in (1, 2, 4, 8):
+        if p < n and n % p == 0 and np.array_equal(bt16[p], bt16[0]) \
+                and (bt16.reshape(-1, p, *bt16.shape[1:]) == bt16[:p]).all():
+            shared_a = p > 1 and np.array_equal(a16[1], a16[0]) \
+                and (a16.reshape(-1, p, *a16.shape[1:]) == a16[::p, None]).all()
+            return p, bool(shared_a)
+    return n, False
 
 
 _MMA_CHUNK = 512  # warps at a time: the f64 temporaries of a chunk stay in the caches
@@ -849,10 +890,10 @@ def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM9
 
 
 def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
-    """mma_hmma on (N, 16, 32), (N, 32, 8) and (N, 16, 8). Where no product of the batch and no
-    T can reach 2^(width - 18) (real layers' operands: the largest codes' exponents bound every
-    product's), nothing is cut, and each HMMA is one exact matmul on the registers' halfword
-    pairs; otherwise `_hmma` decides output by output."""
+    """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8). Where no product
+    of the batch and no T can reach 2^(width - 18) (real layers' operands: the largest codes'
+    exponents bound every product's), nothing is cut, and each HMMA is one exact matmul on the
+    registers' halfword pairs; otherwise `_hmma` decides output by output."""
     dtype = c.dtype.type
     limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
     ea, eb = (0, 0) if limit is None else (_top_exponent(a), _top_exponent(b))
@@ -860,14 +901,17 @@ def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
     if uncut:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
         a16 = np.ascontiguousarray(a).view(np.uint16)
         bt16 = np.ascontiguousarray(np.swapaxes(b, -1, -2)).view(np.uint16)
-        if (bt16 == bt16[:1]).all():  # a weight tile that every warp shares: (1, 8, 16)
-            bt16 = bt16[:1]
+        period, shared_a = _sharing(a16, bt16)
+        sharing = (len(a16), period, shared_a)
+        bt16 = bt16[:period]
+        if shared_a:
+            a16 = a16[::period]
     # bounded: products below 2^(limit + 2) <= 2^10, sixteen of them and T below 2^15
     small = limit is not None and limit <= 8
     t = None  # the running accumulator, as f64 values of its type
     for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
         if uncut and (t is None or limit is None or _below(t, limit)):
-            t = _hmma_pairs(a16, bt16, h, t, dtype, rules, small)
+            t = _hmma_pairs(a16, bt16, h, t, dtype, rules, small, sharing)
         else:
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value

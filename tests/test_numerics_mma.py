@@ -294,3 +294,20 @@ def test_warps_whose_products_may_be_cut_and_warps_whose_cannot_give_what_each_g
     whole = nx.mma_sync(a, b, c)
     alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, 1200, 37)])
     assert np.array_equal(whole[::37].view(np.uint16), alone.view(np.uint16))
+
+
+@pytest.mark.parametrize("period, shared_a", [(1, False), (4, False), (4, True), (8, True)])
+def test_warps_that_share_b_or_a_tiles_give_what_each_gives_alone(period, shared_a):
+    """The interpreter's warps come in blocks whose weight tiles repeat from block to block (B of
+    warp w is that of w mod P, one tile for all at P = 1) and whose warps may share one A: the
+    model multiplies such warps as one product of many rows, and every warp's D is still what it
+    gives on its own (1100 warps: the last chunk of 512 is short)."""
+    rng = np.random.default_rng(9 + period)
+    n = 1100 if period == 1 else 1104
+    b = np.tile(_small_codes(rng, (period, 32, 8), 0x50), (n // period, 1, 1))
+    a = _small_codes(rng, (n // period if shared_a else n, 16, 32), 0x58)
+    a = np.repeat(a, period, axis=0) if shared_a else a
+    c = rng.normal(0, 4, (n, 16, 8)).astype(np.float16)
+    whole = nx.mma_sync(a, b, c)
+    alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, n, 23)])
+    assert np.array_equal(whole[::23].view(np.uint16), alone.view(np.uint16))
