@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rr import numerics as nx
+from rr.ptx._bulk import no_gc
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op
@@ -30,21 +31,24 @@ class CpuUnsupported(RuntimeError):
 
 
 def prepare(module_text: str, entry: str):
-    """Decode and compile a module's entry once: (program, ctx)."""
+    """Decode and compile a module's entry once: (program, ctx). Without the cyclic collector:
+    the statements, their operands and closures are tens of thousands of small objects whose
+    collection passes cost a third of the time (their cycles, op ↔ closure, go with the program)."""
     from rr.describe.provenance import param_offsets
     from rr.ptx import parse
 
-    try:
-        program = decode(parse(module_text, "kernel.ptx"), entry)
-    except DecodeError as e:
-        raise CpuUnsupported(str(e)) from None
-    ctx = Ctx(program, param_offsets(program.kernel_params))
-    try:
-        for op in program.ops:
-            if op.kind == "plain":
-                op.run = compile_op(op, ctx)
-    except Unsupported as e:
-        raise CpuUnsupported(str(e)) from None
+    with no_gc():
+        try:
+            program = decode(parse(module_text, "kernel.ptx"), entry)
+        except DecodeError as e:
+            raise CpuUnsupported(str(e)) from None
+        ctx = Ctx(program, param_offsets(program.kernel_params))
+        try:
+            for op in program.ops:
+                if op.kind == "plain":
+                    op.run = compile_op(op, ctx)
+        except Unsupported as e:
+            raise CpuUnsupported(str(e)) from None
     return program, ctx
 
 
@@ -92,7 +96,7 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     t1 = time.perf_counter()
     unwritten: dict = {}
     lanes = lane_steps = 0
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), no_gc():  # the run makes no cycles; the program's objects need no passes
         for start in range(0, total, per):
             blocks = np.arange(start, min(start + per, total))
             m = Machine(program, blocks, grid, block, bytes(space), buffers, images, model, module_globals)
