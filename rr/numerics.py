@@ -87,18 +87,28 @@ def f16_of_grid(x) -> np.ndarray:
     return _f16_of_split(split.view(np.uint32)).view(F16)
 
 
+_GRID = {np.dtype(np.float32): np.float32(0.75), np.dtype(np.float64): 1.5 * 2.0 ** 28}  # ulp 2^-24
+
+
 def _f16_of_float(x: np.ndarray) -> np.ndarray:
     """f16 of f32 or f64 `x`, as numpy's cast: the 11-bit split's bits where it is at least
-    f16's smallest normal, and numpy's cast itself where it is below (nonzero: f16's subnormals
-    are a fixed grid of 2^-24, which the split does not round to) or where the result is ±inf or
-    NaN (past f16's range, or past the split's: a signalling NaN stays signalling)."""
+    f16's smallest normal; below (nonzero), f16's subnormals are a fixed grid of 2^-24, to which
+    |x| + 1.5·2^(23 or 52 − 24) rounds it (its ulp is 2^-24); numpy's cast itself where the
+    result is ±inf or NaN (past f16's range, or past the split's: a signalling NaN stays
+    signalling)."""
     with np.errstate(invalid="ignore", over="ignore"):  # and 0 - 1 wraps: a zero is not below
         bits = _split_f16(x).astype(np.float32, copy=False).view(np.uint32)
         h = np.asarray(_f16_of_split(bits))
-        odd = (((bits & np.uint32(0x7FFFFFFF)) - np.uint32(1)) < np.uint32(0x38800000 - 1)) \
-            | ((h & np.uint16(0x7C00)) == np.uint16(0x7C00))
-    if np.count_nonzero(odd):
-        at = np.flatnonzero(odd)
+        tiny = ((bits & np.uint32(0x7FFFFFFF)) - np.uint32(1)) < np.uint32(0x38800000 - 1)
+        special = (h & np.uint16(0x7C00)) == np.uint16(0x7C00)
+    if np.count_nonzero(tiny):
+        at = np.flatnonzero(tiny)
+        v = x.take(at)
+        grid = np.abs(v) + _GRID[x.dtype]
+        grid -= _GRID[x.dtype]  # a multiple of 2^-24 below 2^-14: k·2^-24, k at most 1024
+        h.flat[at] = (grid * 2.0 ** 24).astype(np.uint16) | (np.signbit(v).astype(np.uint16) << np.uint16(15))
+    if np.count_nonzero(special):
+        at = np.flatnonzero(special)
         h.flat[at] = x.take(at).astype(F16).view(np.uint16)
     return h.view(F16)
 
@@ -300,10 +310,12 @@ def round_to_odd_sum(p, c) -> np.ndarray:
     where it is inexact and its last bit even. Rounding that to a format of at most 51 bits
     rounds the exact sum once (an fma's a*b + c with a*b exact in f64)."""
     p, c = np.asarray(p, np.float64), np.asarray(c, np.float64)
-    s, err = _two_sum(p, c)  # s + err == p + c exactly
     with np.errstate(invalid="ignore"):
+        s, err = _two_sum(p, c)  # s + err == p + c exactly (err NaN where s is not finite)
+        if not np.count_nonzero(err):  # exact everywhere: most sums
+            return s
         nudge = (err != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(s)
-    if not nudge.any():
+    if not np.count_nonzero(nudge):
         return s
     return np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
@@ -791,14 +803,14 @@ def _half_values(pairs: np.ndarray) -> np.ndarray:
 def _top_exponent(codes: np.ndarray) -> int | None:
     """The exponent of the largest magnitude among e4m3 codes (_NO_EXPONENT if all are zero);
     None where a NaN code is among them (its row's bound is not the largest code's)."""
-    top = int(np.bitwise_and(codes, np.uint8(0x7F)).max(initial=0))
+    top = int(np.maximum.reduce(np.bitwise_and(codes, np.uint8(0x7F)), axis=None, initial=0))
     return None if top == 0x7F else int(_E4M3_EXPONENT[top])
 
 
 def _below(t: np.ndarray, exponent: int) -> bool:
     """Is every element of t (f64) finite with its leading bit below 2^(exponent + 1)?"""
     limit = np.array(2.0 ** (exponent + 1)).view(np.uint64)
-    return bool((t.view(np.uint64) & np.uint64(_CANONICAL[8])).max(initial=0) < limit)
+    return bool(np.maximum.reduce(t.view(np.uint64) & np.uint64(_CANONICAL[8]), axis=None, initial=0) < limit)
 
 
 def _rows_times(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
@@ -856,10 +868,10 @@ def _sharing(a16: np.ndarray, bt16: np.ndarray) -> tuple[int, bool]:
     (dividing N) with warp w's B that of warp w % P, else N; and whether each group of P
     consecutive warps shares one A (P > 1)."""
     n = len(bt16)
-    for p in (1, 2, 4, 8):
-        if p < n and n % p == 0 and np.array_equal(bt16[p], bt16[0]) \
+    for p in (1, 2, 4, 8) if n >= 16 else ():  # a few warps gain nothing by it
+        if n % p == 0 and bt16[p].tobytes() == bt16[0].tobytes() \
                 and (bt16.reshape(-1, p, *bt16.shape[1:]) == bt16[:p]).all():
-            shared_a = p > 1 and np.array_equal(a16[1], a16[0]) \
+            shared_a = p > 1 and a16[1].tobytes() == a16[0].tobytes() \
                 and (a16.reshape(-1, p, *a16.shape[1:]) == a16[::p, None]).all()
             return p, bool(shared_a)
     return n, False
