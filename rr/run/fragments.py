@@ -26,7 +26,7 @@ def _words(words: list) -> list:
 
 def _runs(words: list) -> list:
     """(warps, 32) uint32 registers → each as (warps, 8 g) runs of its four lanes t."""
-    return [np.ascontiguousarray(w, dtype=np.uint32).view(_RUN) for w in words]
+    return [np.ascontiguousarray(w, dtype=np.uint32).reshape(-1, 32).view(_RUN) for w in words]
 
 
 def a_matrix(words: list) -> np.ndarray:
