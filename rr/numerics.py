@@ -809,8 +809,7 @@ def _top_exponent(codes: np.ndarray) -> int | None:
 
 def _below(t: np.ndarray, exponent: int) -> bool:
     """Is every element of t (f64) finite with its leading bit below 2^(exponent + 1)?"""
-    limit = np.array(2.0 ** (exponent + 1)).view(np.uint64)
-    return bool(np.maximum.reduce(t.view(np.uint64) & np.uint64(_CANONICAL[8]), axis=None, initial=0) < limit)
+    return bool(np.maximum.reduce(np.abs(t), axis=None, initial=0.0) < 2.0 ** (exponent + 1))  # NaN: False
 
 
 def _rows_times(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
