@@ -1371,6 +1371,29 @@ def test_mul_add_pairs_round_once_where_ptxas_fuses_them_and_twice_where_it_does
     assert np.array_equal(hgot, hwant), np.flatnonzero((hgot != hwant).any(axis=1))[:5]
 
 
+def test_a_debug_build_rounds_every_mul_and_add_as_written(tmp_path, nvcc_ptx):
+    """nvcc -G writes `.target sm_90, debug`, which ptxas compiles unoptimised: no mul/add pair is
+    fused (0 FFMA in its SASS, against 3 for -O3), so the interpreter fuses none either."""
+    buffers = contraction_inputs(256)
+    ptx = nvcc_ptx("contraction", "-G")
+    assert ".target sm_90, debug" in ptx.read_text()
+    out = run(tmp_path, ptx, "contraction", buffers, grid=(2, 1, 1), block=(128, 1, 1))
+    x, y, z, w = (buffers["in"].reshape(-1, 4)[:, k].astype(np.float64) for k in range(4))
+    f32 = np.float32
+    p = f32(x * y).astype(np.float64)
+    twice = f32(p + z)
+    want = np.stack([twice, f32(p - z), f32(z - p), f32(p + f32(z * w)), twice, twice, twice, twice,
+                     np.zeros_like(twice), f32(x * y)], axis=1)
+    assert_columns(out["out"].reshape(-1, 10).view(np.uint32), want.view(np.uint32),
+                   ["x*y+z", "x*y-z", "z-x*y", "x*y+(z*w)", "mul.rn", "add.rn", "mul.ftz", "two readers", "zero",
+                    "x*y"], buffers["in"].reshape(-1, 4))
+    a, b = (buffers["hin"].reshape(-1, 2)[:, k].copy().view(np.float16).reshape(-1, 2).astype(np.float64) for k in (0, 1))
+    f16 = np.float16
+    hwant = f16(f16(a * b).astype(np.float64) + a).view(np.uint32)[:, 0]
+    hgot = out["hout"].reshape(-1, 2)
+    assert np.array_equal(hgot[:, 0], hwant) and np.array_equal(hgot[:, 1], hwant)
+
+
 def gpu_case(name: str) -> tuple:
     """(source, entry, buffers, grid, block, scalars) of one kernel as the tests above run it."""
     rng = np.random.default_rng(13)

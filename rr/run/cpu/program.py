@@ -339,7 +339,8 @@ def decode(module, entry: str) -> Program:
     program = Program(entry, ops, func_start, formals, param_sizes, shared, shared_bytes,
                       list(functions[entry].params), local, local_bytes, const=const, const_image=const_image,
                       globals=module_globals, globals_image=globals_image, reg_widths=reg_widths)
-    _contract(program)
+    if "debug" not in (module.target or "").replace(",", " ").split():
+        _contract(program)  # a `.target sm_XX, debug` module (nvcc -G) ptxas compiles unoptimised: no fusing
     _liveness(program)
     return program
 
