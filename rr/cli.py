@@ -550,7 +550,9 @@ def cmd_frame(args) -> int:
     layout = Path(args.layout)
     try:
         read_frame(layout)
-        with tempfile.TemporaryDirectory(prefix=".rr-frame-", dir=Path(args.output).resolve().parent) as tmp:
+        parent = Path(args.output).resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)  # as every rr output's directory is made
+        with tempfile.TemporaryDirectory(prefix=".rr-frame-", dir=parent) as tmp:
             for i, (layer, module) in enumerate(replacements):
                 step = Path(tmp) / f"step{i}"
                 replace_layer(layout, layer, module, step)

@@ -78,6 +78,15 @@ def test_a_frame_runs_its_layers_in_order_on_shared_buffers(nvcc_ptx, tmp_path, 
     assert np.array_equal(np.load(tmp_path / "layout" / "z.npy"), np.zeros(THREADS, np.float32))  # input untouched
 
 
+def test_a_frame_output_in_a_directory_not_made_yet_is_made_as_every_output_is(nvcc_ptx, tmp_path, x):
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    out = tmp_path / "runs" / "cell" / "spliced"
+    r = _rr("frame", layout, "--backend", "cpu", "--replace", f"scale={nvcc_ptx('frame_layers')}", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(out / "z.npy").view(np.uint32), _expected(x).view(np.uint32))
+    assert [p.name for p in out.parent.iterdir()] == ["spliced"]  # no temporary left beside it
+
+
 def test_a_replaced_layer_changes_the_frame_and_the_comparison_names_where(nvcc_ptx, tmp_path, x):
     layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
     variant = nvcc_ptx("frame_layers", "-DOFFSET=0.5f")
