@@ -6,9 +6,7 @@
 
 import sys
 
-from rr.run.isolate import child_main, child_time
+from rr.run.isolate import child_dispatch
 
 if __name__ == "__main__":
-    if sys.argv[1] == "time":
-        sys.exit(child_time(*sys.argv[2:8]))
-    sys.exit(child_main(*sys.argv[1:5]))
+    sys.exit(child_dispatch(sys.argv[1:]))

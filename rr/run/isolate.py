@@ -176,6 +176,14 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     return finish(record, 0)
 
 
+def child_dispatch(args: list[str]) -> int:
+    """The child's command line (rr.run.child), whether a fresh process or the worker runs it:
+    `time REFERENCE OTHER OUT NOISE LIMIT BACKEND`, else `BACKEND LAUNCH OUT [MMA]`."""
+    if args[0] == "time":
+        return child_time(*args[1:7])
+    return child_main(*args[:4])
+
+
 def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None) -> int:
     """Entry point of the child process: run, write buffers and run.json into out_dir."""
     out = Path(out_dir)

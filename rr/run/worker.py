@@ -40,7 +40,9 @@ DIR_ENV = "RR_WORKER_DIR"
 IDLE_ENV = "RR_WORKER_IDLE_S"
 DEFAULT_IDLE_S = 120.0
 START_TIMEOUT_S = 60.0
-FATAL_EXITS = (3, 5)  # the child's fault/no-device/timeout status and its io_error exit: not reused
+# a job that died (1), the child's fault/no-device/timeout status (3) and its io_error exit (5):
+# the worker that ran it is not reused
+FATAL_EXITS = (1, 3, 5)
 
 
 def enabled() -> bool:
@@ -61,13 +63,6 @@ def _key(device: str | None) -> str:
 
     h = hashlib.sha1(f"{device or 'cpu'}\0{sys.executable}\0{fingerprint('run')}".encode()).hexdigest()[:16]
     return f"{(device or 'cpu')[:12]}-{h}"
-
-
-class _Reply:
-    """What subprocess.run gives the parent: returncode (None: the worker died), stdout, stderr."""
-
-    def __init__(self, returncode: int | None, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, "", stderr
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -113,9 +108,10 @@ def _start(base: Path, env: dict) -> socket.socket:
                            f"{base.with_suffix('.log')}")
 
 
-def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> _Reply:
+def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> subprocess.CompletedProcess:
     """Have the worker of `device` run one child command (`argv` as `python -m rr.run.child` gets
-    it); subprocess.TimeoutExpired after killing the worker when it took longer than timeout_s. A
+    it): what subprocess.run would give, returncode None where the worker died during the job;
+    subprocess.TimeoutExpired after killing the worker when it took longer than timeout_s. A
     worker that closes without taking the job (it was ending) is replaced and the job sent again."""
     base = worker_dir() / _key(device)
     for _ in range(3):
@@ -124,25 +120,22 @@ def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> _R
         try:
             sock.settimeout(timeout_s)
             sock.sendall(json.dumps({"argv": argv, "cwd": os.getcwd()}).encode() + b"\n")
-            data = b""
-            while data.count(b"\n") < 2:
-                chunk = sock.recv(1 << 16)
-                if not chunk:
-                    break
-                data += chunk
+            lines = sock.makefile("rb")
+            ack, reply = lines.readline(), lines.readline()
         except TimeoutError:
             _kill(base, pid)
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         except OSError:
-            data = b""  # reset before it read the job
+            ack = b""  # reset before it read the job
         finally:
             sock.close()
-        if not data.startswith(b"+\n"):
+        if ack != b"+\n":
             continue  # never taken: try a fresh worker
-        if data.count(b"\n") < 2:
-            return _Reply(None, f"the rr worker (pid {pid}) died during the job; its log: {base.with_suffix('.log')}")
-        reply = json.loads(data[2:])
-        return _Reply(reply["code"], reply["stderr"])
+        if not reply.endswith(b"\n"):
+            return subprocess.CompletedProcess(argv, None, "", f"the rr worker (pid {pid}) died during the job; its "
+                                                                f"log: {base.with_suffix('.log')}")
+        reply = json.loads(reply)
+        return subprocess.CompletedProcess(argv, reply["code"], "", reply["stderr"])
     raise RuntimeError(f"no rr worker took the job in three tries; its log: {base.with_suffix('.log')}")
 
 
@@ -153,22 +146,13 @@ def _kill(base: Path, pid: int | None) -> None:
     base.with_suffix(".sock").unlink(missing_ok=True)
 
 
-def _dispatch(argv: list[str]) -> int:
-    from rr.run.isolate import child_main, child_time
-
-    if argv[0] == "time":
-        return child_time(*argv[1:7])
-    return child_main(*argv[:4])
-
-
 def _job(conn: socket.socket) -> int | None:
     """Read one job from `conn`, acknowledge it, run it, reply; its exit status (None: no job)."""
-    request = b""
-    while not request.endswith(b"\n"):
-        chunk = conn.recv(1 << 16)
-        if not chunk:
-            return None  # a client that went away before asking
-        request += chunk
+    from rr.run.isolate import child_dispatch
+
+    request = conn.makefile("rb").readline()
+    if not request.endswith(b"\n"):
+        return None  # a client that went away before asking
     conn.sendall(b"+\n")  # taken: from here a lost reply means this job died with the worker
     job = json.loads(request)
     argv = job["argv"]
@@ -177,7 +161,7 @@ def _job(conn: socket.socket) -> int | None:
     started = time.perf_counter()
     with contextlib.redirect_stderr(err):
         try:
-            code = _dispatch(argv)
+            code = child_dispatch(argv)
         except BaseException as e:  # what a child would die of: reported, then this worker ends
             print(f"{type(e).__name__}: {e}", file=err)
             code = 1
@@ -221,7 +205,7 @@ def serve(base: Path, idle_s: float) -> int:
                 return 0
             with conn:
                 code = _job(conn)
-            if code in FATAL_EXITS or code == 1:
+            if code in FATAL_EXITS:
                 return 0
     finally:
         # no new connections from here; a client already queued finds the socket closed before
