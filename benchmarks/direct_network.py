@@ -25,20 +25,13 @@ def candidates(corpus: Path, entry: str):
     """(phase, None) where the template makes a splice, else (phase, its reason): the layer parsed
     and described once, the template asked phase by phase (what `rr splice` does per call)."""
     from rr.corpus.extract import find_entry
-    from rr.describe import find_epilogues, find_phases
-    from rr.describe.provenance import Dataflow
-    from rr.ptx import parse
-    from rr.ptx.parser import read_text
     from rr.splice.recipe import load_recipe
+    from rr.splice.splice import described_entry
     from rr.templates.direct import direct
     from rr.templates.isolate import register_types
 
     (path, _), = find_entry(corpus, entry)
-    module = parse(read_text(path), str(path))
-    function = module.function(entry)
-    flow = Dataflow(function, module=module)
-    phases = find_phases(flow.statements, "run", flow.cfg)
-    epilogues = find_epilogues(flow.statements, phases)
+    _, function, flow, phases, epilogues = described_entry(path, entry)
     params, types = load_recipe(RECIPE).params, register_types(function)
     for phase in range(1, len(phases) + 1):
         try:

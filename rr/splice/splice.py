@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import NamedTuple
 
 from rr.describe import find_epilogues, find_phases
 from rr.describe.provenance import Dataflow
@@ -69,21 +70,37 @@ def _template(name: str, flow, phases, epilogues, first: int, last: int, live, f
     return replacement, declarations, [], {"f32acc": record}
 
 
-def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path,
-           grouping: str = "run") -> dict:
-    """Apply `recipe` to `phase` (default: the recipe's; numbered by `grouping`) and write output
-    and output.splice.json."""
-    ptx = Path(ptx)
-    text = read_text(ptx)  # its bytes as they are: a CR LF file stays one
+class Entry(NamedTuple):
+    """An entry of a PTX file read and described once: what every template works from."""
+
+    text: str
+    function: object
+    flow: Dataflow
+    phases: list
+    epilogues: list
+
+
+def described_entry(ptx: str | Path, entry: str, grouping: str = "run") -> Entry:
+    """`entry` of the PTX file `ptx`: its text as it is (a CR LF file stays one), its dataflow, its
+    phases numbered by `grouping` and their epilogues."""
+    text = read_text(Path(ptx))
     module = parse(text, str(ptx))
     try:
         function = module.function(entry)
     except KeyError as e:
         raise SpliceError(e.args[0]) from None
     flow = Dataflow(function, module=module)
+    phases = find_phases(flow.statements, grouping, flow.cfg)
+    return Entry(text, function, flow, phases, find_epilogues(flow.statements, phases))
+
+
+def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path,
+           grouping: str = "run") -> dict:
+    """Apply `recipe` to `phase` (default: the recipe's; numbered by `grouping`) and write output
+    and output.splice.json."""
+    ptx = Path(ptx)
+    text, function, flow, phases, epilogues = described_entry(ptx, entry, grouping)
     statements = flow.statements
-    phases = find_phases(statements, grouping, flow.cfg)
-    epilogues = find_epilogues(statements, phases)
     phase = recipe.phase if phase is None else phase
     first, last = cut_range(recipe, phase, phases, epilogues)
     built = None
