@@ -122,6 +122,46 @@ def test_enc2_phase8_direct_splice_gives_a_byte_identical_frame_on_the_cpu(enc2,
     assert not _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", broken, tmp_path / "broken.out"))
 
 
+def _recipe(path: Path, phase: int, **params) -> Path:
+    path.write_text(f"name: {path.stem}\ndescription: x\ncut: {{phase: {phase}}}\n"
+                    f"template: {{name: direct, params: {json.dumps(params)}}}\n")
+    return path
+
+
+@pytest.mark.parametrize("outline", ["phase", "construction"])
+def test_outlined_direct_runs_the_phase_in_a_func_called_once_with_a_byte_identical_frame(enc2, tmp_path, outline):
+    out = tmp_path / "o8.ptx"
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", _recipe(tmp_path / "o.yaml", 8, outline=outline),
+            "-o", out)
+    assert r.returncode == 0, r.stderr
+    record = json.loads(Path(f"{out}.splice.json").read_text())
+    outlined = record["direct"]["outline"]
+    module = parse_file(out)
+    entry, func = linearise(module.function(ENTRY)), linearise(module.function(outlined["function"]))
+    before = linearise(parse_file(enc2 / "enc2.ptx").function(ENTRY))
+    phase8 = [s.text for s in before[record["cut"]["first_stmt"] - 1:record["cut"]["last_stmt"]]
+              if s.opcode.startswith("mma.")]
+    # the phase's mma, as they were, run in the function and nowhere else; the entry calls it once
+    assert [s.text for s in func if s.opcode.startswith("mma.")] == phase8
+    assert sum(s.opcode.startswith("mma.") for s in entry) == sum(s.opcode.startswith("mma.") for s in before) - len(phase8)
+    assert [s.opcode for s in entry].count("call.uni") == 1
+    # the construction (one movmatrix per B register) stays in the entry, or goes with the phase
+    built = len(record["direct"]["operands"][0]["built"])
+    assert (_movmatrix_count(entry), _movmatrix_count(func)) == ((built, 0) if outline == "phase" else (0, built))
+    # both ranges end where the cut ends: what the function returns is what the cut leaves live
+    assert outlined["what"] == outline and outlined["live_out"] == len(record["live_out"])
+    assert _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", out, tmp_path / "o8.out"))
+    _ptxas_clean(out)
+
+
+def test_an_outline_that_is_not_phase_construction_or_none_is_refused(enc2, tmp_path):
+    out = tmp_path / "bad.ptx"
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", _recipe(tmp_path / "b.yaml", 8, outline="loop"),
+            "-o", out)
+    assert r.returncode == 2 and "params.outline: 'loop' is not one of none, phase, construction" in r.stderr
+    assert not out.exists()
+
+
 def test_enc2_phase7_packs_convert_each_accumulator_once(enc2, tmp_path):
     record = _splice(enc2 / "enc2.ptx", ENTRY, 7, tmp_path / "d7.ptx")
     d = record["direct"]

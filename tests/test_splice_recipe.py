@@ -12,10 +12,12 @@ from rr.splice.recipe import RecipeError, load_recipe
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 
 
-@pytest.mark.parametrize("name", ["regen", "isolate", "f32acc", "probe", "direct"])
-def test_shipped_recipes_are_valid(name):
+@pytest.mark.parametrize("name,template", [("regen", "regen"), ("isolate", "isolate"), ("f32acc", "f32acc"),
+                                           ("probe", "probe"), ("direct", "direct"), ("direct_outlined", "direct")])
+def test_shipped_recipes_are_valid(name, template):
     r = load_recipe(RECIPES / f"{name}.yaml")
-    assert r.name == r.template == name and r.phase == 8 and "roundtrip" in r.checks
+    assert r.name == name and r.template == template and r.phase == 8 and "roundtrip" in r.checks
+    assert r.params.get("outline", "none") == ("phase" if name == "direct_outlined" else "none")
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -61,7 +63,7 @@ def test_the_workflows_config_recipes_come_before_the_shipped_ones(tmp_path, mon
 
 def test_an_unknown_recipe_name_is_refused_naming_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(direct, f32acc, isolate, probe, regen\)"):
+    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(direct, direct_outlined, f32acc, isolate, probe, regen\)"):
         load_recipe("nothere")
 
 

@@ -70,6 +70,31 @@ def _template(name: str, flow, phases, epilogues, first: int, last: int, live, f
     return replacement, declarations, [], {"f32acc": record}
 
 
+def _outlined(text: str, entry: str, built, outline: str, source: str, name: str):
+    """The direct splice with its phase (`outline: phase`) or its construction and all that
+    follows it in the cut (`construction`) moved into a `.func`: the isolate template on the
+    spliced entry; (the assembled splice, its record). The statements outside the direct cut are checked
+    against the original by the first assembly, those outside the outlined range against the
+    direct splice by the second."""
+    from rr.ptx import linearise
+    from rr.templates.isolate import isolate
+
+    spliced = assemble(text, entry, built.first, built.last, built.replacement, built.declarations, source)
+    function = parse(spliced.text, source).function(entry)
+    statements = linearise(function)
+    last = built.first + spliced.inserted - 1  # the phase's last mma ends the replacement
+    first = built.first + (built.phase_lead if outline == "phase" else built.lead)
+    live = cut_liveness(function, statements, first, last)
+    iso = isolate(function, statements, first, last, live.live_in, live.live_out, name)
+    result = assemble(spliced.text, entry, first, last, [iso.call_site], [], source, [iso.function])
+    # as the record counts them against the original: the direct cut's statements and what stands there now
+    result.cut, result.outside_checked = spliced.cut, spliced.outside_checked
+    result.inserted = spliced.inserted - (last - first + 1) + result.inserted
+    return result, {"what": outline, "function": name, "statements": last - first + 1, "live_in": len(live.live_in),
+                    "live_out": len(live.live_out), "predicates_in": len(live.predicates_in),
+                    "predicates_out": len(live.predicates_out)}
+
+
 class Entry(NamedTuple):
     """An entry of a PTX file read and described once: what every template works from."""
 
@@ -117,7 +142,11 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     live = cut_liveness(function, statements, first, last)
     probe, extra_params, extra = None, [], {}
     try:
-        if built is not None:
+        if built is not None and recipe.params.get("outline", "none") != "none":
+            result, outlined = _outlined(text, entry, built, recipe.params["outline"], str(ptx),
+                                         f"rr_{entry}_phase{phase}_direct")
+            extra = {"direct": {**built.record, "outline": outlined}}
+        elif built is not None:
             replacement, declarations, functions, extra = built.replacement, built.declarations, [], {"direct": built.record}
         elif recipe.template == "probe":
             replacement, declarations, param, probe = _probe(recipe, flow, first, last)
@@ -127,7 +156,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
                 recipe.template, flow, phases, epilogues, first, last, live, f"rr_{entry}_phase{phase}_isolated")
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
-    result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
+    if "outline" not in extra.get("direct", {}):
+        result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
     record = {
         "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
         "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},

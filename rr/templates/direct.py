@@ -31,6 +31,13 @@ original's, and the product is bit-identical. Any other construction — a cheap
 permutes k — would change which k-slots are summed together, so none is attempted: a mapping that
 cannot be rebuilt exactly is a refusal, with the reason.
 
+Outlining. With `outline: phase` the phase's mma run in a `.func`, called as the isolate template
+calls its phase; with `outline: construction` the construction and everything after it in the cut
+do (rr.splice.splice does it: the direct splice is assembled, described again, and that range
+isolated). ptxas allocates the entry's registers around a call differently — in the synthetic
+enc2, isolating phase 8 is what lowered the kernel's spills (176 to 164 bytes) and its time —
+so the direct construction and the isolation can be had together.
+
 Liveness. The construction is placed where the first removed statement stood (`place: staging`,
 the default: the accumulators are read where the original read them) or just before the phase's
 first mma (`place: phase`: the accumulators stay live across the rest of the epilogue instead of
@@ -59,6 +66,7 @@ _MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
 _PACK = re.compile(r"cvt\.rn\.satfinite(\.relu)?\.(e4m3x2|e5m2x2)\.f16x2$")
 _MOVE = ("mov.b32", "mov.b16", "mov.u32", "mov.u16", "mov.s32", "mov.s16")
 PLACES = ("staging", "phase")
+OUTLINES = ("none", "phase", "construction")
 BIT_SAFETY = ("the mma statements are unchanged and read operand registers that hold, in every lane and byte, "
               "the same conversion of the same accumulator half as the original staging produced (both "
               "evaluated symbolically and compared before the splice is written): the same values at the same "
@@ -429,6 +437,8 @@ class Direct:
     replacement: list
     declarations: list
     record: dict
+    lead: int = 0  # statements of the replacement before the construction's first
+    phase_lead: int = 0  # … before the phase's first (after the construction where it is placed there)
 
 
 def body_items(function) -> list[tuple[int, int, object]]:
@@ -477,6 +487,8 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
     place = params.get("place", "staging")
     if place not in PLACES:
         raise TemplateError(f"params.place: {place!r} is not one of {', '.join(PLACES)}")
+    if params.get("outline", "none") not in OUTLINES:
+        raise TemplateError(f"params.outline: {params['outline']!r} is not one of {', '.join(OUTLINES)}")
     p = phases[phase - 1]
     tracer = _Tracer(flow, phases, epilogues)
     sources = phase_operands(flow, p, tracer)
@@ -562,19 +574,25 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         if clash and not (is_mma(s.opcode) and s.stmt in mmas and not clash & set(s.defs)):
             raise TemplateError(f"s{s.stmt} ({s.opcode}) kept in the cut touches {', '.join(sorted(clash))}, "
                                 "which the construction writes")
-    replacement = []
+    replacement, lead, phase_lead, count = [], 0, None, 0  # count: the replacement's statements so far
     for a, b, item in items:
         if b < first or a > last:
             continue
         if a <= at <= b:
+            lead = count
             replacement += builder.lines
+            count += len(builder.lines)
+        if phase_lead is None and a >= p.first_stmt:
+            phase_lead = count
         gone = [x for x in range(a, b + 1) if x in removed]
         if type(item) is Instruction:
             replacement += [] if gone else [statements[a - 1].text]
+            count += not gone
         elif not gone:  # a block kept whole, as it was written
             text: list = []
             emit_items([item], text)
             replacement.append("".join(text).strip())
+            count += b - a + 1
         elif len(gone) != b - a + 1:
             raise TemplateError(f"the {{ }} block s{a}–s{b} holds staging (s{gone[0]}) and other statements: it "
                                 "cannot be cut in part")
@@ -606,4 +624,5 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         "k_slots": "unchanged: the operand registers are bit-identical to the original staging's",
         "bit_safety": BIT_SAFETY,
     }
-    return Direct(first, last, replacement, declarations, record)
+    return Direct(first, last, replacement, declarations, record, lead, phase_lead)
+
