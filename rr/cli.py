@@ -480,6 +480,26 @@ def _entry(pattern: str, layer: str) -> str:
         raise UserError(f"--entry-pattern {cut(pattern)!r}: expected a name with {{layer}} in it") from None
 
 
+def _compiled_modules(args, layers: list[str]) -> dict[str, Path]:
+    """--module LAYER=PATH: the module (a layer's cubin) each named layer launches instead of the
+    corpus's PTX, checked to be a module rr can load."""
+    from rr.run.launch import LaunchError, check_module
+
+    out = {}
+    for item in args.module:
+        layer, _, path = item.partition("=")
+        if not layer or not path:
+            raise UserError(f"--module {cut(item)!r}: expected LAYER=PATH")
+        if layer not in layers:
+            raise UserError(f"--module {cut(item)!r}: {layer!r} is not a layer of this launch ({', '.join(layers)})")
+        try:
+            check_module(Path(path))
+        except (LaunchError, OSError) as e:
+            raise UserError(f"--module {cut(item)!r}: {e}") from None
+        out[layer] = Path(path)
+    return out
+
+
 def cmd_launch(args) -> int:
     from rr.run.launch import write_launch_error
     from rr.synth.inputs import NoLaunch, layer_launch, parse_extents
@@ -487,7 +507,7 @@ def cmd_launch(args) -> int:
     if args.layer == "frame":
         return _launch_frame(args)
     entry = _entry(args.entry_pattern, args.layer)
-    module = _resolve(args.corpus, entry)
+    module = _compiled_modules(args, [args.layer]).get(args.layer) or _resolve(args.corpus, entry)
     try:
         if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)
             from rr.capture.select import user_launch
@@ -524,7 +544,9 @@ def _launch_frame(args) -> int:
         layout = network_layout(size)
     except ValueError as e:
         raise UserError(str(e)) from None
-    modules = {spec.name: _resolve(args.corpus, _entry(args.entry_pattern, spec.name)) for spec in LAYERS}
+    compiled = _compiled_modules(args, [spec.name for spec in LAYERS])
+    modules = {spec.name: compiled.get(spec.name) or _resolve(args.corpus, _entry(args.entry_pattern, spec.name))
+               for spec in LAYERS}
     frame = network_frame(layout, modules)
     write_frame(args.output, frame, network_inputs(layout, args.seed), modules, inputs=(args.corpus,))
     print(f"{args.output}: the frame of {len(frame.layers)} layers over {size[0]}x{size[1]} pixels "
@@ -802,6 +824,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
     s.add_argument("--launches", metavar="DIR", help="the layer's launch from DIR/<layer>/, or from the capture DIR "
                    "(rr capture) by entry name, instead of the synthetic engine's; its module replaced by the corpus's")
+    s.add_argument("--module", action="append", default=[], metavar="LAYER=PATH",
+                   help="launch LAYER with this module instead of the corpus's PTX: its cubin (rr compile), so that "
+                        "the GPU runs what ptxas reported and loads it without the driver compiling the PTX; "
+                        "repeatable")
     s.add_argument("--record", action="store_true",
                    help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
     s.add_argument("-o", "--output", required=True)

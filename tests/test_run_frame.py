@@ -7,6 +7,7 @@ the first layer whose outputs differ; bad frame directories named. On nvcc-built
 from __future__ import annotations
 
 import json
+from re import search as re_search
 import shutil
 import subprocess
 import sys
@@ -215,3 +216,51 @@ def test_the_network_frame_on_the_gpu_equals_its_model(gpu, tmp_path):
     assert len(names) > 60
     for name in names:
         assert np.array_equal(np.asarray(got[name]).view(np.uint8), np.asarray(model[name]).view(np.uint8)), name
+
+
+@pytest.fixture(scope="module")
+def engine_corpus(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("engine")
+    assert _rr("synth", "engine", "-o", d / "engine.bin").returncode == 0
+    assert _rr("extract", d / "engine.bin", "-o", d / "corpus").returncode == 0
+    return d / "corpus"
+
+
+@pytest.fixture(scope="module")
+def sample_cubin(engine_corpus, tmp_path_factory) -> Path:
+    """The corpus's sample kernel compiled by ptxas: a small real cubin."""
+    out = tmp_path_factory.mktemp("cubin") / "sample.cubin"
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas is not on PATH: no cubin to launch")
+    r = _rr("compile", engine_corpus, "--entry", "cuda_dldn_engine_swin_sample_kernel", "-o", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_a_launch_given_a_layers_cubin_runs_that_module_named_by_its_kind(engine_corpus, sample_cubin, tmp_path):
+    # the frame: the named layer launches the cubin (what ptxas reported is what the GPU runs, with
+    # no driver compile at each load), every other layer the corpus's PTX
+    r = _rr("launch", "frame", engine_corpus, "--frame", "32x32", "--module", f"enc2={sample_cubin}", "-o", tmp_path / "f")
+    assert r.returncode == 0, r.stderr
+    frame = read_frame(tmp_path / "f")
+    modules = {lyr.layer: lyr.launch.module for lyr in frame.layers}
+    assert modules["enc2"] == "enc2.cubin" and (tmp_path / "f/enc2.cubin").read_bytes() == sample_cubin.read_bytes()
+    assert all(m == f"{layer}.ptx" for layer, m in modules.items() if layer != "enc2")
+    # one layer's launch likewise
+    r = _rr("launch", "sample", engine_corpus, "--module", f"sample={sample_cubin}", "-o", tmp_path / "s")
+    assert r.returncode == 0, r.stderr
+    launch = json.loads((tmp_path / "s/launch.json").read_text())
+    assert launch["module"] == "kernel.cubin" and (tmp_path / "s/kernel.cubin").read_bytes() == sample_cubin.read_bytes()
+
+
+@pytest.mark.parametrize("item,message", [
+    ("enc9={cubin}", "--module 'enc9=.*': 'enc9' is not a layer of this launch \\(enc0, enc1"),
+    ("enc2", "--module 'enc2': expected LAYER=PATH"),
+    ("enc2={missing}", "no such module file"),
+])
+def test_a_module_for_no_layer_or_no_file_is_refused_and_nothing_written(engine_corpus, sample_cubin, tmp_path,
+                                                                         item, message):
+    arg = item.format(cubin=sample_cubin, missing=tmp_path / "none.cubin")
+    r = _rr("launch", "frame", engine_corpus, "--frame", "32x32", "--module", arg, "-o", tmp_path / "f")
+    assert r.returncode == 2 and re_search(message, r.stderr), r.stderr
+    assert not (tmp_path / "f").exists()

@@ -42,7 +42,7 @@ def sample_engine() -> bytes:
 def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> None:
     """A launch directory for the sample kernel (or a splice of it): random finite e4m3 A and B
     fragments, a random f16x2 bias, one warp, the 16 output tiles."""
-    from rr.run.launch import Buffer, Field, Launch, write_launch
+    from rr.run.launch import Buffer, Field, Launch, check_module, write_launch
 
     rng = np.random.default_rng(seed)
 
@@ -53,7 +53,7 @@ def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> N
     arrays = {"a": e4m3(m * k * 32 * 16), "b": e4m3(n * k * 32 * 8),
               "bias": rng.uniform(-1, 1, n * 4 * 2).astype(np.float16).view(np.uint32).copy(),
               "out": np.zeros((m * n * 32, 2), dtype=np.uint32)}
-    launch = Launch(entry=SAMPLE_ENTRY, module="kernel.ptx", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
+    launch = Launch(entry=SAMPLE_ENTRY, module=f"kernel.{check_module(module)}", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
                     fields=tuple(Field("buffer", buffer=b) for b in ("a", "b", "bias", "out")),
                     buffers={"a": Buffer("a", "a.npy", "in", dtype="e4m3"),
                              "b": Buffer("b", "b.npy", "in", dtype="e4m3"),

@@ -265,7 +265,7 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
     layer's PTX as extracted from the corpus) as its kernel and seeded random inputs in place of
     the layers before it. Written whole or not at all."""
     from rr.corpus.sample import sample_launch
-    from rr.run.launch import write_launch
+    from rr.run.launch import check_module, write_launch
     from rr.synth.engine import LAYERS
 
     if layer not in LAYERS:
@@ -281,7 +281,8 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
                 oext = tuple(frame)
             elif spec.kind == "dec":
                 oext = level_extents(frame, spec.level - 1)
-            write_launch(tmp, layer_launch_spec(layer, extents, oext),
+            # the module is named by what it holds: the layer's PTX, or its cubin (rr launch --module)
+            write_launch(tmp, layer_launch_spec(layer, extents, oext, module=f"kernel.{check_module(module)}"),
                          layer_arrays(layer, extents, weight_image(weight_seed, layer), input_seed, oext), module)
         (tmp / "frame.json").write_text(json.dumps({"layer": layer, "frame": list(frame),
                                                     "input_seed": input_seed}) + "\n")
