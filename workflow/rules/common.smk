@@ -112,12 +112,41 @@ FRAME_LAYOUT = "results/frame/layout"
 FRAME_REFERENCE = "results/frame/reference"
 
 
+# On cuda every launch runs ptxas's cubin of its module (rr compile): the GPU runs the code the
+# compile records report, and no GPU job waits for the driver to compile PTX at each module load
+# (the network's first run at 4K took 35 s of it); the cpu backend interprets the PTX itself.
+MODULE = "cubin" if BACKEND == "cuda" else "ptx"
+
+
+def reference_cubin(layer):
+    return f"results/{layer}/reference.cubin"
+
+
 def launch_inputs(wildcards):
-    """A layer's launch is made from the corpus and, where the user brings launches, from those."""
+    """A layer's launch is made from the corpus and, where the user brings launches, from those;
+    on cuda it runs the layer's reference cubin."""
     inputs = {"index": "resources/corpus/index.parquet"}
     if config["corpus"].get("launches"):
         inputs["launches"] = config["corpus"]["launches"]
+    if MODULE == "cubin":
+        inputs["cubin"] = reference_cubin(wildcards.layer)
     return inputs
+
+
+def frame_layout_inputs(wildcards):
+    """The frame layout is made from the corpus; on cuda its layers run their reference cubins."""
+    inputs = {"index": "resources/corpus/index.parquet"}
+    if MODULE == "cubin":
+        inputs.update({s.name: reference_cubin(s.name) for s in NETWORK})
+    return inputs
+
+
+def compiled_option(wildcards):
+    """rr launch's --module for each layer it launches (on cuda: their reference cubins), or nothing."""
+    if MODULE != "cubin":
+        return ""
+    layers = [s.name for s in NETWORK] if wildcards.get("layer") is None else [wildcards.layer]
+    return " ".join(f"--module {layer}={reference_cubin(layer)}" for layer in layers)
 
 
 def launches_option(wildcards):
@@ -145,7 +174,7 @@ def splice_launch_inputs(wildcards):
     backend, the reference capture the frame resumes from at the replaced layer."""
     inputs = {
         "launch": layer_launch_dir(wildcards),
-        "module": f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.ptx",
+        "module": f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.{MODULE}",
     }
     if in_frame(wildcards) and BACKEND == "cpu":
         inputs["reference"] = FRAME_REFERENCE

@@ -17,14 +17,15 @@ rule launch:
         seed=config["input_seed"],
         pattern=config["corpus"]["entry_pattern"],
         launches=launches_option,
+        compiled=compiled_option,
     shell:
         "python3 -m rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' {params.launches} --record -o {output} > {log} 2>&1"
+        " --entry-pattern '{params.pattern}' {params.launches} {params.compiled} --record -o {output} > {log} 2>&1"
 
 
 rule frame_layout:
     input:
-        index="resources/corpus/index.parquet",
+        unpack(frame_layout_inputs),
     output:
         directory(FRAME_LAYOUT),
     log:
@@ -36,9 +37,10 @@ rule frame_layout:
         frame=FRAME,
         seed=config["input_seed"],
         pattern=entry_pattern,
+        compiled=compiled_option,
     shell:
         "python3 -m rr launch frame resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' -o {output} > {log} 2>&1"
+        " --entry-pattern '{params.pattern}' {params.compiled} -o {output} > {log} 2>&1"
 
 
 rule capture_frame:
@@ -195,7 +197,7 @@ rule layer_alone:
 rule splice_alone:
     input:
         reference=FRAME_REFERENCE,
-        module="results/{layer}/phase{phase}/{recipe}.ptx",
+        module="results/{layer}/phase{phase}/{recipe}." + MODULE,
     output:
         directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
     log:
