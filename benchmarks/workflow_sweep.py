@@ -15,6 +15,7 @@ import argparse
 import collections
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,16 +26,28 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RULES = {"capture_reference", "capture_splice", "time"}
+GPU_RULES = {"capture_reference", "capture_frame", "capture_splice", "time", "time_layer"}
 
 
-def snakemake(cores: int, configfiles: list[str], targets: list[str]) -> tuple[float, str, int]:
+def snakemake(cores: int, configfiles: list[str], targets: list[str],
+              gpu_samples: list | None = None) -> tuple[float, str, int]:
+    """One `snakemake --cores N` run: (wall seconds, its log, exit status). With `gpu_samples` a
+    list, nvidia-smi samples the GPUs' utilisation every 100 ms meanwhile, into it."""
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *targets]
     if configfiles:
         cmd += ["--configfile", *configfiles]
+    smi = None
+    if gpu_samples is not None and shutil.which("nvidia-smi"):
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                                "-lms", "100"], stdout=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    return time.perf_counter() - t0, r.stdout + r.stderr, r.returncode
+    wall = time.perf_counter() - t0
+    if smi is not None:
+        smi.terminate()
+        out, _ = smi.communicate()
+        gpu_samples += [tuple(int(x) for x in line.split(",")) for line in out.splitlines() if line.count(",") == 1]
+    return wall, r.stdout + r.stderr, r.returncode
 
 
 def job_intervals(log: str) -> dict[int, dict]:
@@ -64,6 +77,16 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one interval."""
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
 def rr_start_s(runs: int = 5) -> float:
     times = []
     for _ in range(runs):
@@ -83,7 +106,8 @@ def main() -> int:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
-    wall, log, rc = snakemake(args.cores, args.configfile, args.targets)
+    samples: list = []
+    wall, log, rc = snakemake(args.cores, args.configfile, args.targets, samples)
     if args.log:
         Path(args.log).write_text(log)
     if rc != 0:
@@ -109,16 +133,33 @@ def main() -> int:
             return 1
         noop.append(t)
 
+    # what the records say the work itself took: ptxas, and the timings' sampling
+    compile_s = sum(json.loads(p.read_text()).get("compile_ms") or 0 for p in ROOT.glob("results/**/*.cubin.json")) / 1e3
+    timing_s = sum(json.loads(p.read_text()).get("wall_s") or 0 for p in ROOT.glob("results/*/phase*/*timing.json"))
+    # seconds of job time per rule (the log's one-second stamps: summed over many jobs, not exact)
+    rule_s = collections.Counter()
+    for j in jobs.values():
+        if "end" in j:
+            rule_s[j["rule"]] += j["end"] - j["start"]
+    # the share of the sweep's wall time some GPU job held its claim, and nvidia-smi's utilisation
+    claimed = union_length(gpu_spans)
+    busy = {str(g): statistics.mean(u for i, u in samples if i == g) for g in sorted({i for i, _ in samples})}
     figures = {
         "wall_s": wall, "jobs": len(jobs), "per_rule": dict(per_rule), "summary_rows": rows,
         "wall_per_job_s": wall / max(len(jobs), 1), "rr_start_s": start,
         "gpu_jobs": len(gpu_spans), "gpu_jobs_at_once": most_at_once(gpu_spans),
         "records_per_gpu": {str(k): v for k, v in devices.items()}, "noop_s": noop,
+        "rule_job_s": dict(rule_s), "ptxas_s": compile_s, "timing_sampling_s": timing_s, "gpu_claimed_share": claimed / wall, "gpu_utilisation_pct": busy,
     }
     print(f"sweep: {wall:.1f} s wall, {len(jobs)} jobs, {wall / max(len(jobs), 1):.2f} s per job at --cores {args.cores}")
     print("jobs per rule: " + ", ".join(f"{r} {n}" for r, n in per_rule.most_common()))
     print(f"rows in results/summary.parquet: {rows}; one `python3 -m rr` start-up: {start:.2f} s")
-    print(f"GPU jobs: {len(gpu_spans)}, at most {most_at_once(gpu_spans)} at once (1 s log resolution)")
+    print(f"GPU jobs: {len(gpu_spans)}, at most {most_at_once(gpu_spans)} at once (1 s log resolution); a GPU "
+          f"job running {claimed:.0f} s of the {wall:.0f} s ({claimed / wall:.0%})")
+    print(f"ptxas (the compile records' compile_ms, summed): {compile_s:.0f} s; the timings' sampling: {timing_s:.0f} s")
+    print("job seconds per rule: " + ", ".join(f"{r} {t:.0f}" for r, t in rule_s.most_common()))
+    for g, u in busy.items():
+        print(f"  GPU {g}: mean utilisation {u:.1f} % (nvidia-smi, every 100 ms)")
     for device, n in devices.most_common():
         print(f"  records on GPU {device}: {n}")
     print("no-op reruns: " + ", ".join(f"{t:.2f} s" for t in noop))
