@@ -30,7 +30,7 @@ GPU_RULES = {"capture_reference", "capture_frame", "capture_splice", "time", "ti
 
 
 def snakemake(cores: int, configfiles: list[str], targets: list[str],
-              gpu_samples: list | None = None) -> tuple[float, str, int]:
+              gpu_samples: list | None = None, timeout: float | None = None) -> tuple[float, str, int]:
     """One `snakemake --cores N` run: (wall seconds, its log, exit status). With `gpu_samples` a
     list, nvidia-smi samples the GPUs' utilisation every 100 ms meanwhile, into it."""
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *targets]
@@ -41,10 +41,15 @@ def snakemake(cores: int, configfiles: list[str], targets: list[str],
         smi = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
                                 "-lms", "100"], stdout=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:  # Snakemake's own log (.snakemake/log/) holds how far it got
+        sys.exit(f"snakemake stopped after --timeout {timeout:.0f} s (rerun it to finish: its outputs are kept)")
+    finally:
+        if smi is not None and smi.poll() is None:
+            smi.terminate()
     wall = time.perf_counter() - t0
     if smi is not None:
-        smi.terminate()
         out, _ = smi.communicate()
         gpu_samples += [tuple(int(x) for x in line.split(",")) for line in out.splitlines() if line.count(",") == 1]
     return wall, r.stdout + r.stderr, r.returncode
@@ -104,10 +109,11 @@ def main() -> int:
     ap.add_argument("--noop-runs", type=int, default=3)
     ap.add_argument("--log", help="write Snakemake's log of the sweep here")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--timeout", type=float, help="stop the sweep after this many seconds")
     args = ap.parse_args()
 
     samples: list = []
-    wall, log, rc = snakemake(args.cores, args.configfile, args.targets, samples)
+    wall, log, rc = snakemake(args.cores, args.configfile, args.targets, samples, args.timeout)
     if args.log:
         Path(args.log).write_text(log)
     if rc != 0:
