@@ -292,7 +292,9 @@ def cmd_compile(args) -> int:
 def cmd_run(args) -> int:
     from rr.run.isolate import run_isolated
 
-    record = run_isolated(args.launch, args.output, args.backend, args.timeout, args.mma)
+    if args.reference is not None and not Path(args.reference).is_dir():
+        raise UserError(f"{args.reference}: no such capture directory (--reference: a run of the unspliced launch)")
+    record = run_isolated(args.launch, args.output, args.backend, args.timeout, args.mma, args.reference)
     if record["status"] != "ok":
         print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
         return 0 if args.record else 1
@@ -306,6 +308,10 @@ def cmd_run(args) -> int:
         took = (f"{times['run'] / 1e3:.2f} s interpreting {record['lanes']} threads, mma model "
                 f"{record['device']['mma_model']}")
     print(f"{args.output}: ok on {record['backend']} {dev}, {took}")
+    if "linked_to_reference" in record:
+        copied = record.get("copied_from_reference", [])
+        print(f"{len(record['linked_to_reference'])} buffers the same as {args.reference}'s: hard links to its files"
+              + (f"; {len(copied)} copied ({record['reference_link_error']})" if copied else ""))
     for where in [record] + record.get("layers", []):
         for warning in where.get("unwritten_registers", []):
             layer = f"layer {where['layer']}: " if "layer" in where else ""
@@ -351,7 +357,7 @@ def cmd_relaunch(args) -> int:
 def cmd_compare(args) -> int:
     import json
 
-    from rr.run.compare import compare_buffer
+    from rr.run.compare import compare_buffer, identical_buffer, same_file
     from rr.run.frame import comparables
     from rr.run.launch import LaunchError, load_buffer
 
@@ -373,13 +379,21 @@ def cmd_compare(args) -> int:
     if only:  # e.g. the probe buffer of a probe splice
         print(f"rr: compared the {len(common)} buffers both runs have; not compared: {', '.join(only)}",
               file=sys.stderr)
-    rows, layers = [], {}
+    rows, layers, linked = [], {}, []
     for name in common:
         try:
-            rows.append(compare_buffer(name, load_buffer(la[name].path), load_buffer(lb[name].path), la[name].dtype))
+            if same_file(la[name].path, lb[name].path):  # a hard link to the reference's file (rr run --reference)
+                rows.append(identical_buffer(name, load_buffer(la[name].path, mmap=True), la[name].dtype))
+                linked.append(name)
+            else:
+                rows.append(compare_buffer(name, load_buffer(la[name].path), load_buffer(lb[name].path),
+                                           la[name].dtype))
         except ValueError as e:
             raise UserError(str(e)) from None
         layers[name] = la[name].layer
+    if linked:
+        print(f"rr: {len(linked)} of the {len(common)} buffers are one file in both runs (hard links): identical, "
+              "their bytes not compared", file=sys.stderr)
     dicts = [{**r.as_dict(), **({"layer": layers[r.buffer]} if layers[r.buffer] else {})} for r in rows]
     if dicts and "layer" in dicts[0]:
         dicts[0]["final"] = True  # two frame runs: the first row is the final frame's
@@ -744,7 +758,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "two HMMA, docs/numerics.md); the run record names it (default: %(default)s)")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
-    s.set_defaults(func=cmd_run, reads=("launch",), writes="dir")
+    s.add_argument("--reference", metavar="CAPTURE",
+                   help="a run of the unspliced launch or frame (what this run is compared with): each output "
+                        "buffer whose bytes equal CAPTURE's file of the same name is a hard link to that file "
+                        "(a copy across file systems), named in run.json's linked_to_reference")
+    s.set_defaults(func=cmd_run, reads=("launch", "reference"), writes="dir")
 
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")

@@ -178,3 +178,136 @@ def test_relaunch_swaps_the_module_and_shares_the_buffers(tmp_path):
     assert (tmp_path / "r" / "tex.npy").stat().st_ino == (tmp_path / "l" / "tex.npy").stat().st_ino
     r = _rr("relaunch", str(tmp_path / "l"), "--module", str(tmp_path / "missing.ptx"), "-o", str(tmp_path / "x"))
     assert r.returncode == 2 and "no such module" in r.stderr and not (tmp_path / "x").exists()
+
+
+def _links(path, reference) -> bool:
+    """Whether the file is the reference's file itself, shared by those two directories alone."""
+    return path.stat().st_ino == reference.stat().st_ino and path.stat().st_nlink == 2
+
+
+def test_a_run_with_its_reference_links_the_buffers_it_left_as_they_were(tmp_path):
+    # struct with mul.f32 turned into add.f32: the surface it writes differs, every other buffer
+    # (its inputs, and d, which the mma writes) holds the reference run's bytes
+    struct_launch(tmp_path / "l")
+    other = tmp_path / "other.ptx"
+    other.write_text((PTX / "struct_mma_tex_surf.ptx").read_text().replace("mul.f32", "add.f32"))
+    assert _rr("run", str(tmp_path / "l"), "--backend", "cpu", "-o", str(tmp_path / "ref")).returncode == 0
+    assert _rr("relaunch", str(tmp_path / "l"), "--module", str(other), "-o", str(tmp_path / "r")).returncode == 0
+    r = _rr("run", str(tmp_path / "r"), "--backend", "cpu", "--reference", str(tmp_path / "ref"),
+            "-o", str(tmp_path / "out"))
+    assert r.returncode == 0 and "4 buffers the same as" in r.stdout, r.stderr
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["linked_to_reference"] == ["a", "b", "d", "tex"] and "copied_from_reference" not in record
+    for name in ("a", "b", "d", "tex"):
+        assert _links(tmp_path / "out" / f"{name}.npy", tmp_path / "ref" / f"{name}.npy"), name
+    surf = tmp_path / "out" / "surf.npy"
+    assert surf.stat().st_nlink == 1 and surf.stat().st_ino != (tmp_path / "ref" / "surf.npy").stat().st_ino
+    assert not np.array_equal(np.load(surf), np.load(tmp_path / "ref" / "surf.npy"))
+    # the same run without a reference writes the same bytes, each buffer a file of its own
+    assert _rr("run", str(tmp_path / "r"), "--backend", "cpu", "-o", str(tmp_path / "plain")).returncode == 0
+    for name in ("a", "b", "d", "tex", "surf"):
+        assert (tmp_path / "plain" / f"{name}.npy").read_bytes() == (tmp_path / "out" / f"{name}.npy").read_bytes()
+        assert (tmp_path / "plain" / f"{name}.npy").stat().st_nlink == 1
+    assert "linked_to_reference" not in json.loads((tmp_path / "plain" / "run.json").read_text())
+    # a reference that is not there is refused, not taken for one with no buffers
+    r = _rr("run", str(tmp_path / "r"), "--backend", "cpu", "--reference", str(tmp_path / "none"),
+            "-o", str(tmp_path / "x"))
+    assert r.returncode == 2 and "no such capture directory" in r.stderr and not (tmp_path / "x").exists()
+
+
+def test_a_reference_buffer_of_another_shape_or_dtype_is_not_linked_even_with_the_same_bytes(tmp_path):
+    from rr.run.launch import save_buffer, save_outputs
+
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "out").mkdir()
+    a = np.arange(16, dtype=np.float16)
+    save_buffer(tmp_path / "ref" / "same.npy", a)
+    save_buffer(tmp_path / "ref" / "shape.npy", a.reshape(4, 4))
+    save_buffer(tmp_path / "ref" / "dtype.npy", a.view(np.uint16))
+    save_buffer(tmp_path / "ref" / "value.npy", a + 1)
+    arrays = {n: a for n in ("same", "shape", "dtype", "value", "new")}
+    written = save_outputs(tmp_path / "out", {n: f"{n}.npy" for n in arrays}, arrays, tmp_path / "ref")
+    assert written == {"reference": str(tmp_path / "ref"), "linked_to_reference": ["same"]}
+    for name in arrays:
+        path = tmp_path / "out" / f"{name}.npy"
+        assert np.array_equal(np.load(path), a) and np.load(path).dtype == a.dtype and np.load(path).shape == a.shape
+        assert path.stat().st_nlink == (2 if name == "same" else 1), name
+
+
+def test_a_buffer_that_cannot_be_linked_is_copied_and_the_record_says_why(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from rr.run.launch import save_buffer, save_outputs
+
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "out").mkdir()
+    a = np.arange(8, dtype=np.float32)
+    save_buffer(tmp_path / "ref" / "x.npy", a)
+
+    def no_link(src, dst):  # another file system
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src), str(dst))
+
+    monkeypatch.setattr(os, "link", no_link)
+    written = save_outputs(tmp_path / "out", {"x": "x.npy"}, {"x": a}, tmp_path / "ref")
+    assert written["linked_to_reference"] == [] and written["copied_from_reference"] == ["x"]
+    assert os.strerror(errno.EXDEV) in written["reference_link_error"]
+    assert (tmp_path / "out" / "x.npy").read_bytes() == (tmp_path / "ref" / "x.npy").read_bytes()
+
+
+@pytest.mark.parametrize("array, dtype", [
+    (np.arange(64, dtype=np.float16).reshape(8, 8), None),
+    (np.full(5000, np.nan, np.float32), None),  # no finite element: max |a-b| is None
+    (np.concatenate([np.full(5000, np.inf, np.float16), [np.float16(1)]]), None),  # the first finite one late
+    (np.array([0x7F, 0xFF, 0x38], np.uint8), "e4m3"),  # two e4m3 NaNs, then 1.0
+    (np.array([0x7F, 0xFF], np.uint8), "e4m3"),
+    (np.arange(10, dtype=np.uint32), None),
+    (np.zeros(0, np.float16), None),
+    (np.array(3.5, np.float32), None),  # 0-d
+])
+def test_a_buffer_known_identical_compares_as_its_byte_comparison_does(tmp_path, array, dtype):
+    from rr.run.compare import identical_buffer
+    from rr.run.launch import load_buffer, save_buffer
+
+    save_buffer(tmp_path / "b.npy", array)
+    mapped = load_buffer(tmp_path / "b.npy", mmap=True)
+    assert identical_buffer("b", mapped, dtype) == compare_buffer("b", array, array.copy(), dtype)
+
+
+def test_compare_takes_a_buffer_that_is_one_file_in_both_runs_as_identical_without_reading_it(tmp_path,
+                                                                                             monkeypatch, capsys):
+    import shutil
+
+    import rr.run.launch
+    from rr.cli import main
+
+    struct_launch(tmp_path / "l")
+    other = tmp_path / "other.ptx"
+    other.write_text((PTX / "struct_mma_tex_surf.ptx").read_text().replace("mul.f32", "add.f32"))
+    assert _rr("run", str(tmp_path / "l"), "--backend", "cpu", "-o", str(tmp_path / "ref")).returncode == 0
+    assert _rr("relaunch", str(tmp_path / "l"), "--module", str(other), "-o", str(tmp_path / "r")).returncode == 0
+    assert _rr("run", str(tmp_path / "r"), "--backend", "cpu", "--reference", str(tmp_path / "ref"),
+               "-o", str(tmp_path / "linked")).returncode == 0
+    shutil.copytree(tmp_path / "linked", tmp_path / "copied")  # the same bytes, files of their own
+    read = []
+    load = rr.run.launch.load_buffer
+
+    def counted(path, mmap=False):
+        if not mmap:
+            read.append(path.name)
+        return load(path, mmap)
+
+    monkeypatch.setattr(rr.run.launch, "load_buffer", counted)
+    records = {}
+    for run in ("copied", "linked"):
+        read.clear()
+        assert main(["compare", str(tmp_path / "ref"), str(tmp_path / run), "--record",
+                     "-o", str(tmp_path / f"{run}.json")]) == 0
+        records[run] = ((tmp_path / f"{run}.json").read_text(), sorted(read), capsys.readouterr().err)
+    # the record is the byte comparison's; only the surface, which differs, was read (from both runs)
+    assert records["linked"][0] == records["copied"][0]
+    assert [row["identical"] for row in json.loads(records["linked"][0])] == [True, True, True, True, False]
+    assert records["copied"][1] == sorted(f"{n}.npy" for n in ("a", "b", "d", "tex", "surf") for _ in "ab")
+    assert records["linked"][1] == ["surf.npy", "surf.npy"]
+    assert "4 of the 5 buffers are one file in both runs" in records["linked"][2]
+    assert "one file" not in records["copied"][2]

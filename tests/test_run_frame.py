@@ -150,6 +150,41 @@ def test_a_frame_resumed_at_the_replaced_layer_gives_the_whole_frames_outputs(nv
         read_frame(tmp_path / "resumed")
 
 
+def test_a_frame_run_with_its_reference_links_what_the_splice_left_as_it_was(nvcc_ptx, tmp_path, x):
+    # scale replaced by the variant: the host input x is the reference's, what scale and blend
+    # write differs and is written as files of its own; scale replaced by itself: all linked; the
+    # same in frames resumed from the reference (blend's variant writes blend's bytes: the offset
+    # is scale's, and scale is not run again)
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    variant = nvcc_ptx("frame_layers", "-DOFFSET=0.5f")
+    ref = tmp_path / "ref"
+    assert _rr("run", layout, "--backend", "cpu", "-o", ref).returncode == 0
+    cases = (("variant", "scale", variant, (), ["x"]),
+             ("itself", "scale", nvcc_ptx("frame_layers"), (), ["x", "y", "image", "z"]),
+             ("resumed", "blend", variant, ("--resume", ref), ["x", "y", "image", "z"]),
+             ("resumed.variant", "scale", variant, ("--resume", ref), ["x"]))
+    for name, layer, module, resume, linked in cases:
+        assert _rr("relaunch", layout, "--layer", layer, "--module", module, *resume, "-o", tmp_path / name
+                   ).returncode == 0
+        r = _rr("run", tmp_path / name, "--backend", "cpu", "--reference", ref, "-o", tmp_path / f"{name}.out")
+        assert r.returncode == 0, r.stderr
+        record = json.loads((tmp_path / f"{name}.out" / "run.json").read_text())
+        assert record["linked_to_reference"] == linked, name
+        for buffer in ("x", "y", "image", "z"):
+            out, held = (tmp_path / f"{name}.out" / f"{buffer}.npy"), ref / f"{buffer}.npy"
+            same = out.stat().st_ino == held.stat().st_ino
+            assert same == (buffer in linked), (name, buffer)
+            assert same or not np.array_equal(np.load(out), np.load(held)), (name, buffer)
+    assert ref.joinpath("x.npy").stat().st_nlink == 5  # the reference's, and each run's link to it
+    assert not (tmp_path / "resumed.out" / "reference").exists()  # the resumed frame's reference stays with it
+    r = _rr("compare", ref, tmp_path / "itself.out")
+    assert r.returncode == 0 and "4 of the 4 buffers are one file in both runs" in r.stderr
+    r = _rr("compare", ref, tmp_path / "variant.out", "--json")
+    assert r.returncode == 1 and [row["identical"] for row in json.loads(r.stdout)] == [False, False, False, True]
+    z = np.load(tmp_path / "variant.out" / "z.npy")
+    assert np.array_equal(z.view(np.uint32), _expected(x, 0.5).view(np.uint32))
+
+
 def test_a_layer_of_a_frame_run_is_a_launch_of_its_own(nvcc_ptx, tmp_path, x):
     # blend extracted from the reference run: it reads the y and image scale left, and writes z again
     layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)

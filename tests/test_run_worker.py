@@ -51,13 +51,18 @@ def _served(workers: Path) -> list[str]:
 
 def test_jobs_through_the_worker_give_a_fresh_childs_bytes_and_one_worker_serves_them(tmp_path, workers, enc2):
     assert _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / "child", worker=False).returncode == 0
-    for n in (1, 2):
-        r = _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / f"w{n}")
+    for n, reference in ((1, ()), (2, ("--reference", tmp_path / "child"))):
+        r = _rr("run", enc2, "--backend", "cpu", *reference, "-o", tmp_path / f"w{n}")
         assert r.returncode == 0, r.stderr
         assert _rr("compare", tmp_path / "child", tmp_path / f"w{n}").returncode == 0
     assert len(_served(workers)) == 2 and len(list(workers.glob("*.pid"))) == 1
     record = json.loads((tmp_path / "w2" / "run.json").read_text())
     assert record["status"] == "ok" and record["backend"] == "cpu"
+    # the worker writes a run's outputs as a child does: those equal to the reference's as links to its files
+    buffers = json.loads((enc2 / "launch.json").read_text())["buffers"]
+    assert record["linked_to_reference"] == list(buffers)
+    assert all((tmp_path / "w2" / b["file"]).stat().st_ino == (tmp_path / "child" / b["file"]).stat().st_ino
+               for b in buffers.values())
 
 
 def test_relative_paths_are_the_jobs_own_whatever_the_workers_directory(tmp_path, workers, enc2):

@@ -1,6 +1,6 @@
 """The child process of one isolated run or timing:
 
-    python -m rr.run.child BACKEND LAUNCH_DIR OUT_DIR [MMA_MODEL]
+    python -m rr.run.child BACKEND LAUNCH_DIR OUT_DIR [MMA_MODEL [REFERENCE]]   (empty: none)
     python -m rr.run.child time REFERENCE OTHER OUT.json NOISE_TARGET TIME_LIMIT_S BACKEND
 """
 

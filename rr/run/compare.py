@@ -2,11 +2,16 @@
 numeric difference (max |a-b| and PSNR) in the buffer's own number type.
 
 PSNR is taken against the larger peak |value| of the two buffers: a fresh launch's output buffer
-is all zeros, so the peak of one side alone can be 0 (and the PSNR a meaningless -600 dB)."""
+is all zeros, so the peak of one side alone can be 0 (and the PSNR a meaningless -600 dB).
+
+Two buffers that are one file (a capture's hard link to its reference's file, `rr run
+--reference`) are identical without comparing their bytes: `identical_buffer` gives what
+`compare_buffer` would for a buffer against itself, reading no more of it than it needs."""
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 import ml_dtypes
@@ -63,7 +68,8 @@ def compare_buffer(name: str, a: np.ndarray, b: np.ndarray, dtype: str | None = 
     na, nb = as_numbers(a, dtype), as_numbers(b, dtype)
     raw_x, raw_y = na.ravel(), nb.ravel()
     x, y = raw_x.astype(np.float64), raw_y.astype(np.float64)
-    differ = raw_x.view(np.uint8).reshape(raw_x.size, -1) != raw_y.view(np.uint8).reshape(raw_y.size, -1)
+    width = raw_x.dtype.itemsize  # bytes per element (not -1: an empty buffer has no shape to infer)
+    differ = raw_x.view(np.uint8).reshape(raw_x.size, width) != raw_y.view(np.uint8).reshape(raw_y.size, width)
     differ = differ.any(axis=1)
     first_index = first_values = None
     if differ.any():
@@ -82,3 +88,28 @@ def compare_buffer(name: str, a: np.ndarray, b: np.ndarray, dtype: str | None = 
     return BufferComparison(name, str(dtype or a.dtype), diff_bytes == 0, int(ab.size), diff_bytes,
                             diff_bytes / max(ab.size, 1), int(raw_x.size), int(np.count_nonzero(differ)), max_abs,
                             psnr, first_index, first_values)
+
+
+def same_file(a, b) -> bool:
+    """Whether two paths are one file (a hard link, the same path); False where either is missing."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+FIRST_SCAN, SCAN = 1 << 12, 1 << 22  # elements looked at for a finite one: the first few, then in chunks
+
+
+def identical_buffer(name: str, a: np.ndarray, dtype: str | None = None) -> BufferComparison:
+    """`compare_buffer(name, a, a, dtype)` without comparing `a` with itself: no byte differs, so
+    PSNR is inf and max |a-b| is 0 — or None when no element is finite, the one thing read of the
+    buffer (up to its first finite element; `a` may be a memory map)."""
+    numbers = as_numbers(a, dtype).ravel()
+    finite = False
+    for start, stop in ((0, FIRST_SCAN), *((i, i + SCAN) for i in range(FIRST_SCAN, numbers.size, SCAN))):
+        if np.isfinite(numbers[start:stop].astype(np.float64)).any():
+            finite = True
+            break
+    return BufferComparison(name, str(dtype or a.dtype), True, int(a.nbytes), 0, 0.0, int(numbers.size), 0,
+                            0.0 if finite else None, math.inf, None, None)

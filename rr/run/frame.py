@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.launch import Buffer, Field, Launch, LaunchError, check_module, link_or_copy, load_buffer, parse_launch, save_buffer
+from rr.run.launch import (Buffer, Field, Launch, LaunchError, check_module, link_or_copy, load_buffer, parse_launch,
+                           save_buffer, save_outputs)
 
 FRAME_FILE = "frame.json"
 
@@ -338,15 +339,18 @@ def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
                                            "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs
 
 
-def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray]) -> None:
-    """A frame run's output: the frame as it was launched, with every buffer as it was after."""
+def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray],
+                        reference: str | Path | None = None) -> dict:
+    """A frame run's output: the frame as it was launched, with every buffer as it was after; with
+    `reference` (a run of the unspliced frame), those equal to its are hard links to its files
+    (rr.run.launch.save_outputs, whose record part it returns)."""
     frame = read_frame(directory)
-    for name, b in frame.buffers.items():
-        save_buffer(out / b.file, outputs[name])
+    written = save_outputs(out, {name: b.file for name, b in frame.buffers.items()}, outputs, reference)
     for lyr in frame.layers:
         shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)
     ran = _with(frame, reference=None)  # the reference's outputs stay with the resumed frame
     (out / FRAME_FILE).write_text(json.dumps(ran.to_json(), indent=2) + "\n")
+    return written
 
 
 # -- comparing --------------------------------------------------------------------------------------

@@ -75,17 +75,19 @@ def _os_message(e: OSError) -> str:
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
-                 timeout_s: float = 120, mma: str | None = None) -> dict:
+                 timeout_s: float = 120, mma: str | None = None, reference: str | Path | None = None) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
-    the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own)."""
+    the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own). `reference`: a
+    capture of the unspliced launch or frame; the outputs equal to its buffers are hard links to
+    its files (`linked_to_reference` in the record: rr.run.launch.save_outputs)."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
     backend = resolve_backend(backend)
     t0 = time.perf_counter()
-    with atomic_dir(out_dir, inputs=(launch_dir,)) as tmp, _device_for(backend) as gpu:
+    with atomic_dir(out_dir, inputs=(launch_dir, reference)) as tmp, _device_for(backend) as gpu:
         record = _bad_launches(backend, launch_dir)
         try:
             if record is None:
-                child = _child([backend, str(launch_dir), str(tmp)] + ([mma] if mma else []), gpu, timeout_s)
+                child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu, timeout_s)
                 record_path = tmp / "run.json"
                 record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
                 record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
@@ -178,21 +180,24 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
 
 def child_dispatch(args: list[str]) -> int:
     """The child's command line (rr.run.child), whether a fresh process or the worker runs it:
-    `time REFERENCE OTHER OUT NOISE LIMIT BACKEND`, else `BACKEND LAUNCH OUT [MMA]`."""
+    `time REFERENCE OTHER OUT NOISE LIMIT BACKEND`, else `BACKEND LAUNCH OUT [MMA [REFERENCE]]`
+    (an empty MMA or REFERENCE: none given)."""
     if args[0] == "time":
         return child_time(*args[1:7])
-    return child_main(*args[:4])
+    return child_main(*args[:3], *(a or None for a in args[3:5]))
 
 
-def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None) -> int:
-    """Entry point of the child process: run, write buffers and run.json into out_dir."""
+def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None,
+               reference: str | None = None) -> int:
+    """Entry point of the child process: run, write buffers (those equal to `reference`'s as links
+    to its files) and run.json into out_dir."""
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
         return _write_record(out / "run.json", record, code)
 
     try:
-        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma)
+        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference)
     except LaunchError as e:  # a launch or buffer file that does not read
         return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
     except OSError as e:  # a full disk, a file it may not read
@@ -201,7 +206,8 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
                        "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
 
 
-def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None) -> int:
+def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None,
+               reference: str | None = None) -> int:
     from rr.run.cuda import NoDevice
     from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 
@@ -232,9 +238,9 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
     if frame:
-        write_frame_outputs(out, launch_dir, outputs)
+        written = write_frame_outputs(out, launch_dir, outputs, reference)
     else:
-        write_launch(out, launch, outputs, launch_dir / launch.module)
-    return finish(record, 0)
+        written = write_launch(out, launch, outputs, launch_dir / launch.module, reference)
+    return finish({**record, **written}, 0)
 
 

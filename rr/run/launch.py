@@ -27,7 +27,9 @@ sees); texture and surface buffers are (height, width, 4) float16 arrays in RGBA
 optional `dtype` names how its bytes are to be read when compared (`e4m3`, `float16`, …).
 
 After a run the output directory has the same layout with every buffer as it was after the
-kernel, plus `run.json`, so what a kernel read and what it wrote can be compared offline.
+kernel, plus `run.json`, so what a kernel read and what it wrote can be compared offline. A run
+given its reference capture (`rr run --reference`) writes a buffer that holds the reference's bytes
+as a hard link to the reference's file (`save_outputs`): a splice that changes nothing costs no disk.
 """
 
 from __future__ import annotations
@@ -264,10 +266,10 @@ def _unrepresentable(values: tuple, dtype: str):
     return None
 
 
-def load_buffer(path: Path) -> np.ndarray:
+def load_buffer(path: Path, mmap: bool = False) -> np.ndarray:
     """One `.npy` buffer, refused naming the file when it is not a whole .npy array of plain
     numbers: a header that cannot be read, a size its header does not account for, object arrays
-    (never unpickled)."""
+    (never unpickled). `mmap`: mapped read-only, its bytes read only where they are used."""
     from rr.validation import cut
 
     readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -288,7 +290,7 @@ def load_buffer(path: Path) -> np.ndarray:
         raise LaunchError(f"{path}: truncated or padded: its header ({dtype} {shape}) needs {expected} bytes, "
                           f"the file has {actual}")
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as e:
         raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
 
@@ -333,18 +335,26 @@ def param_images(launch: Launch, handles: dict[str, int]) -> list[bytes]:
     return images
 
 
+def _npy_header(a: np.ndarray) -> bytes:
+    """The .npy header `save_buffer` writes for the C-ordered array `a` (version 1.0, 2.0 past 64 KiB)."""
+    import io
+
+    header, f = np.lib.format.header_data_from_array_1_0(a), io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(f, header)
+    except ValueError:  # a header over 64 KiB
+        f = io.BytesIO()
+        np.lib.format.write_array_header_2_0(f, header)
+    return f.getvalue()
+
+
 def save_buffer(path: Path, array: np.ndarray) -> None:
     """`np.save` of a plain array, written through Python's file object so that a full disk is
     ENOSPC naming the file (np.save's own short-write error says neither)."""
     a = np.require(array, requirements="C")  # keeps a 0-d array 0-d, as np.save does
     try:
         with open(path, "wb") as f:
-            header = np.lib.format.header_data_from_array_1_0(a)
-            try:
-                np.lib.format.write_array_header_1_0(f, header)
-            except ValueError:  # a header over 64 KiB
-                f.seek(0)
-                np.lib.format.write_array_header_2_0(f, header)
+            f.write(_npy_header(a))
             f.write(a.reshape(-1).view(np.uint8))
     except OSError as e:
         if e.filename is None:
@@ -352,16 +362,69 @@ def save_buffer(path: Path, array: np.ndarray) -> None:
         raise
 
 
+COMPARE_CHUNK = 1 << 24  # bytes compared at a time: a frame's buffer is not doubled in memory
+
+
+def holds_buffer(path: Path, array: np.ndarray) -> bool:
+    """Whether the file at `path` holds exactly the bytes `save_buffer(path, array)` would write:
+    the same header (shape, dtype, order) and the same data, compared byte for byte."""
+    a = np.require(array, requirements="C")
+    header = _npy_header(a)
+    try:
+        if path.stat().st_size != len(header) + a.nbytes:
+            return False
+        with open(path, "rb") as f:
+            if f.read(len(header)) != header:
+                return False
+    except OSError:
+        return False
+    if a.nbytes == 0:
+        return True
+    data = a.reshape(-1).view(np.uint8)
+    held = np.memmap(path, np.uint8, "r", offset=len(header), shape=(a.nbytes,))
+    return all(np.array_equal(data[i:i + COMPARE_CHUNK], held[i:i + COMPARE_CHUNK])
+               for i in range(0, a.nbytes, COMPARE_CHUNK))
+
+
+def save_outputs(directory: Path, files: dict[str, str], arrays: dict[str, np.ndarray],
+                 reference: str | Path | None = None) -> dict:
+    """A run's buffers (`arrays[name]` as `directory/files[name]`). With `reference` (a capture of
+    the unspliced launch or frame), a buffer whose file would hold the bytes of the reference's
+    file of that name is a hard link to it instead of a copy of its own — the identity recipes'
+    captures are mostly the reference's own bytes, and a sweep of them would not fit on a disk —,
+    copied where no link can be made (another file system). Returns what the run record says of
+    it: the reference, the buffers linked, those copied from it and why (nothing without one)."""
+    linked, copied, why = [], [], None
+    for name, file in files.items():
+        held = Path(reference) / file if reference is not None else None
+        if held is None or not held.is_file() or not holds_buffer(held, arrays[name]):
+            save_buffer(directory / file, arrays[name])
+            continue
+        try:
+            os.link(held, directory / file)
+            linked.append(name)
+        except OSError as e:
+            shutil.copyfile(held, directory / file)
+            copied.append(name)
+            why = why or f"{held}: not hard-linked ({e.strerror or e}): copied"
+    if reference is None:
+        return {}
+    return {"reference": str(reference), "linked_to_reference": linked,
+            **({"copied_from_reference": copied, "reference_link_error": why} if copied else {})}
+
+
 def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.ndarray],
-                 module_source: str | Path | None = None) -> None:
-    """Write a launch directory (used by generators and by runs for their outputs)."""
+                 module_source: str | Path | None = None, reference: str | Path | None = None) -> dict:
+    """Write a launch directory (used by generators and by runs for their outputs); with
+    `reference`, buffers equal to its are hard links to its files (`save_outputs`, whose record
+    part it returns)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name, b in launch.buffers.items():
-        save_buffer(directory / b.file, arrays[name])
+    written = save_outputs(directory, {name: b.file for name, b in launch.buffers.items()}, arrays, reference)
     if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
         shutil.copyfile(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
+    return written
 
 
 def write_launch_error(directory: str | Path, status: str, message: str) -> None:
