@@ -266,12 +266,14 @@ def test_a_buffer_that_cannot_be_linked_is_copied_and_the_record_says_why(tmp_pa
     (np.array(3.5, np.float32), None),  # 0-d
 ])
 def test_a_buffer_known_identical_compares_as_its_byte_comparison_does(tmp_path, array, dtype):
-    from rr.run.compare import identical_buffer
+    from rr.run.compare import compare_values, identical_buffer
     from rr.run.launch import load_buffer, save_buffer
 
     save_buffer(tmp_path / "b.npy", array)
     mapped = load_buffer(tmp_path / "b.npy", mmap=True)
-    assert identical_buffer("b", mapped, dtype) == compare_buffer("b", array, array.copy(), dtype)
+    # compare_buffer takes equal bytes this way too: both are what the element-wise comparison gives
+    assert identical_buffer("b", mapped, dtype) == compare_values("b", array, array.copy(), dtype)
+    assert compare_buffer("b", array, array.copy(), dtype) == compare_values("b", array, array.copy(), dtype)
 
 
 def test_compare_takes_a_buffer_that_is_one_file_in_both_runs_as_identical_without_reading_it(tmp_path,
@@ -311,3 +313,18 @@ def test_compare_takes_a_buffer_that_is_one_file_in_both_runs_as_identical_witho
     assert records["linked"][1] == ["surf.npy", "surf.npy"]
     assert "4 of the 5 buffers are one file in both runs" in records["linked"][2]
     assert "one file" not in records["copied"][2]
+
+
+def test_equal_bytes_are_compared_without_the_element_wise_pass(monkeypatch):
+    import rr.run.compare as compare
+
+    def element_wise(*args):
+        raise AssertionError("the element-wise comparison ran on equal bytes")
+
+    a = np.arange(3 * compare.CHUNK // 2, dtype=np.uint16).view(np.float16)  # more than one chunk
+    monkeypatch.setattr(compare, "compare_values", element_wise)
+    assert compare.compare_buffer("x", a, a.copy(), "float16").identical
+    b = a.copy()
+    b[-1] = 1.0  # in the last chunk: a difference anywhere is seen
+    with pytest.raises(AssertionError, match="element-wise"):
+        compare.compare_buffer("x", a, b, "float16")
