@@ -48,15 +48,54 @@ def device_info() -> dict:
     }
 
 
-def _rgba16f_array(host: np.ndarray, surface: bool):
+def _rgba16f_array(host, surface: bool):
+    """A CUDA array holding an (h, w, 4) f16 image: from the host, or from a device copy of it."""
     from cupy.cuda import runtime, texture
 
     h, w, _ = host.shape
     desc = texture.ChannelFormatDescriptor(16, 16, 16, 16, runtime.cudaChannelFormatKindFloat)
     flags = runtime.cudaArraySurfaceLoadStore if surface else 0
     array = texture.CUDAarray(desc, w, h, flags=flags)
-    array.copy_from(np.ascontiguousarray(host).reshape(h, w * 4))
+    array.copy_from((np.ascontiguousarray(host) if isinstance(host, np.ndarray) else host).reshape(h, w * 4))
     return array
+
+
+class Staging:
+    """Buffers read from their files and put on the device once, each by its file's identity (a
+    relaunch hard-links its source's buffers, so the two sides of a timing share most of theirs):
+    what the many instances of a timing copy their buffers from on the device, instead of reading
+    and uploading the same bytes again for each (0.74 s of a 4K frame timing's 1.6 s on the H200)."""
+
+    def __init__(self):
+        self._host: dict = {}
+        self._device: dict = {}
+
+    def host(self, path: Path, load) -> np.ndarray:
+        """The buffer file's array, read by `load()` (which checks it) the first time."""
+        try:
+            key = _identity(path)
+        except OSError:  # no such file: load() says so as the launch's readers do
+            return load()
+        if key not in self._host:
+            self._host[key] = np.ascontiguousarray(load())
+        return self._host[key]
+
+    def sources(self, paths: dict[str, Path]) -> dict:
+        """name -> the device copy of that buffer file (read by `host` first)."""
+        import cupy
+
+        out = {}
+        for name, path in paths.items():
+            key = _identity(path)
+            if key not in self._device:
+                self._device[key] = cupy.asarray(self._host[key])
+            out[name] = self._device[key]
+        return out
+
+
+def _identity(path: Path) -> tuple:
+    st = Path(path).stat()
+    return st.st_dev, st.st_ino
 
 
 class DeviceBuffers:
@@ -65,8 +104,10 @@ class DeviceBuffers:
     writes is the texture the next one samples) with its texture and surface objects. A frame's
     launches share one of these, so what one layer writes the next reads where it is."""
 
-    def __init__(self, arrays: dict[str, np.ndarray]):
+    def __init__(self, arrays: dict[str, np.ndarray], sources: dict | None = None):
         self.arrays = arrays
+        # name -> a device copy of the host array (Staging) to copy from on the device, not the host
+        self.sources = sources or {}
         self.memory: dict = {}  # name -> cupy array, or CUDA array
         self._objects: dict = {}  # (name, kind) -> texture or surface object
 
@@ -76,10 +117,15 @@ class DeviceBuffers:
         import cupy
         from cupy.cuda import runtime, texture
 
-        host = self.arrays[name]
+        host = self.sources.get(name)
+        if host is None:
+            host = self.arrays[name]
         if kind == "buffer":
             if name not in self.memory:
-                self.memory[name] = cupy.asarray(np.ascontiguousarray(host).view(np.uint8).ravel())
+                if isinstance(host, np.ndarray):
+                    self.memory[name] = cupy.asarray(np.ascontiguousarray(host).view(np.uint8).ravel())
+                else:  # a copy on the device of the staged bytes
+                    self.memory[name] = host.view(cupy.uint8).ravel().copy()
             return self.memory[name].data.ptr
         if name not in self.memory:
             self.memory[name] = _rgba16f_array(host, surface=True)

@@ -294,12 +294,13 @@ class PreparedFrame:
     """Every layer of a frame made ready on the device over one set of resident buffers;
     `launch_async` runs the whole frame (timing), `outputs` copies every buffer back."""
 
-    def __init__(self, directory: str | Path, frame: Frame | None = None, arrays: dict | None = None):
+    def __init__(self, directory: str | Path, frame: Frame | None = None, arrays: dict | None = None,
+                 device=None):
         from rr.run.cuda import DeviceBuffers, PreparedLaunch
 
         self.directory = Path(directory)
         self.frame = frame or read_frame(directory)
-        self.device = DeviceBuffers(arrays if arrays is not None else load_frame_buffers(directory, self.frame))
+        self.device = device or DeviceBuffers(arrays if arrays is not None else load_frame_buffers(directory, self.frame))
         self.layers = [PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers]
 
     def launch_async(self, stream: int = 0) -> None:

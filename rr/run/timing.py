@@ -29,10 +29,11 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
-from rr.run.cuda import PreparedLaunch, device_info
+from rr.run.cuda import PreparedLaunch, Staging, device_info
 
 
 class _Nvml:
@@ -159,29 +160,39 @@ def _correlation_time(x: np.ndarray) -> float:
 class _Side:
     """One side of a timing: its launch (or frame) read once; `instance()` makes one more copy of
     it ready on the device — its own buffers and its own module load — to be launched again and
-    again."""
+    again. The buffers' bytes are read and uploaded once (`Staging`, shared by both sides: what the
+    two share as files is read once) and each instance's copied from there on the device."""
 
-    def __init__(self, directory: str):
-        from rr.run.frame import is_frame, load_frame_buffers, read_frame
-        from rr.run.launch import load_buffers, read_launch
+    def __init__(self, directory: str, staging: Staging):
+        from rr.run.frame import is_frame, read_frame
+        from rr.run.launch import load_buffer, load_buffers, read_launch
 
         self.directory = directory
         self.frame = read_frame(directory) if is_frame(directory) else None
         self.launch = None if self.frame else read_launch(directory)
-        self.arrays = load_frame_buffers(directory, self.frame) if self.frame else load_buffers(directory, self.launch)
+        buffers = self.frame.buffers if self.frame else self.launch.buffers
+        files = {name: Path(directory) / b.file for name, b in buffers.items()}
+        if self.frame:  # as load_frame_buffers and load_buffers read (and check) them
+            self.arrays = {name: staging.host(path, lambda p=path: load_buffer(p)) for name, path in files.items()}
+        else:
+            self.arrays = {name: staging.host(path, lambda n=name: load_buffers(directory, self.launch, {n})[n])
+                           for name, path in files.items()}
+        self.sources = staging.sources(files)
 
     def instance(self):
         from rr.run.cuda import DeviceBuffers
         from rr.run.frame import PreparedFrame
 
+        device = DeviceBuffers(dict(self.arrays), self.sources)
         if self.frame:
-            return PreparedFrame(self.directory, self.frame, dict(self.arrays))
-        return PreparedLaunch(self.directory, self.launch, DeviceBuffers(dict(self.arrays)))
+            return PreparedFrame(self.directory, self.frame, device=device)
+        return PreparedLaunch(self.directory, self.launch, device)
 
 
 def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
     """Up to `wanted` instance pairs, as many as half the free device memory holds after the
     first (whose footprint is measured)."""
+    import cupy
     from cupy.cuda import runtime
 
     free_before = runtime.memGetInfo()[0]
@@ -190,6 +201,7 @@ def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
     footprint = max(free_before - free_after, 1)
     fit = 1 + int(0.5 * free_after // footprint)
     pairs += [[s.instance() for s in sides] for _ in range(min(wanted, fit) - 1)]
+    cupy.cuda.Device().synchronize()  # the copies ran on the null stream; the timing's stream does not wait for it
     return pairs
 
 
@@ -199,7 +211,9 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     from cupy.cuda import runtime
 
     info = device_info()
-    pairs = _instance_pairs([_Side(dir_a), _Side(dir_b)], max(1, instances))
+    staging = Staging()
+    pairs = _instance_pairs([_Side(dir_a, staging), _Side(dir_b, staging)], max(1, instances))
+    del staging  # its device copies: the instances have theirs
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
