@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -328,3 +329,17 @@ def test_equal_bytes_are_compared_without_the_element_wise_pass(monkeypatch):
     b[-1] = 1.0  # in the last chunk: a difference anywhere is seen
     with pytest.raises(AssertionError, match="element-wise"):
         compare.compare_buffer("x", a, b, "float16")
+
+
+def test_ptxas_runs_below_the_callers_cpu_priority(tmp_path, monkeypatch):
+    # a sweep's GPU jobs wait on their own Python: the machine's ptxas runs must not starve it
+    from rr.run.compile import PTXAS_NICENESS, compile_ptx
+
+    fake = tmp_path / "bin" / "ptxas"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nps -o ni= -p $$ > {tmp_path / 'ni'}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    (tmp_path / "k.ptx").write_text(".version 8.0\n.target sm_90\n.address_size 64\n")
+    compile_ptx(tmp_path / "k.ptx", tmp_path / "k.cubin")
+    assert int((tmp_path / "ni").read_text()) == os.nice(0) + PTXAS_NICENESS

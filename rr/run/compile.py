@@ -21,6 +21,13 @@ from pathlib import Path
 FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "constant_bytes")
 
 
+PTXAS_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    os.nice(PTXAS_NICENESS)
+
+
 def find_ptxas() -> str | None:
     """ptxas on PATH, else the one shipped in the nvidia-cuda-nvcc wheel."""
     found = shutil.which("ptxas")
@@ -106,8 +113,10 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     t0 = time.perf_counter()
     try:
+        # at a lower CPU priority: in a sweep the GPU waits on the capture and timing jobs' own
+        # Python, which a machine full of ptxas would otherwise starve
         r = subprocess.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)],
-                           capture_output=True, text=True, timeout=timeout_s)
+                           capture_output=True, text=True, timeout=timeout_s, preexec_fn=_lower_priority)
     except subprocess.TimeoutExpired:
         tmp.unlink(missing_ok=True)
         return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
