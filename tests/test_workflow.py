@@ -114,9 +114,22 @@ def test_describe_splice_and_compile_targets(workdir):
 
 
 def test_a_sample_cell_gives_one_row_per_shipped_recipe(workdir):
-    _configure(workdir, backend="cpu", layers=["sample"])
+    _configure(workdir, backend="cpu", layers=["sample"], keep_captures=True)
     r = _snakemake(workdir, "results/sample_phase2.parquet")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # keep_captures: every capture and launch stays; what a splice left as it was is the reference's file
+    cell, reference = workdir / "results/sample/phase2", workdir / "results/sample/reference"
+    for recipe in ("isolate", "regen", "f32acc", "probe"):
+        assert (cell / f"{recipe}.launch/launch.json").is_file(), recipe
+        record = json.loads((cell / f"{recipe}.capture/run.json").read_text())
+        assert record["reference"] == "results/sample/reference"
+        for buffer in json.loads((cell / f"{recipe}.capture/launch.json").read_text())["buffers"].values():
+            out, held = cell / f"{recipe}.capture" / buffer["file"], reference / buffer["file"]
+            linked = held.is_file() and out.stat().st_ino == held.stat().st_ino
+            assert linked == (held.is_file() and out.read_bytes() == held.read_bytes()), (recipe, buffer)
+        # the identity recipes write nothing of their own; f32acc's rounding changes the output
+        assert record["linked_to_reference"] == ["a", "b", "bias"] + (["out"] if recipe != "f32acc" else []), recipe
+    assert (cell / "f32acc.capture/out.npy").stat().st_nlink == 1
     rows = {row["recipe"]: row for row in pq.read_table(workdir / "results/sample_phase2.parquet").to_pylist()}
     assert sorted(rows) == ["f32acc", "isolate", "probe", "regen"]
     for row in rows.values():
@@ -147,6 +160,15 @@ def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
         assert row["first_differing_layer"] is None and row["capture_started_at"] == "enc2"
         assert row["capture_completed_after"] == "enc2"  # enc2's outputs matched: the rest is the reference's
         assert row["timing_status"] == "unsupported" and row["ratio"] is None and "no timing" in row["timing_message"]
+    # keep_captures false (the default): the cells' capture and launch directories are gone once
+    # compared, their records stay; the reference capture stays
+    cell = workdir / "results/enc2/phase8"
+    assert sorted(p.name for p in cell.iterdir() if p.is_dir()) == []
+    for recipe in rows:
+        record = json.loads((cell / f"{recipe}.run.json").read_text())
+        assert record["status"] == "ok" and "frame" in record["linked_to_reference"]
+        assert (cell / f"{recipe}.compare.json").is_file()
+    assert (workdir / "results/frame/reference/frame.npy").stat().st_nlink == 1
     again = _snakemake(workdir, "results/enc2_phase8.parquet")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # the summary, the report's figures and the report itself

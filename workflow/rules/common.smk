@@ -169,6 +169,12 @@ def reference_capture(wildcards):
     return FRAME_REFERENCE if in_frame(wildcards) else f"results/{wildcards.layer}/reference"
 
 
+def cell_directory(path):
+    """A cell's capture or relaunch directory: with keep_captures false, a temp() output, removed
+    once every job that reads it (the comparison, the timings) has run; its records stay beside it."""
+    return directory(path) if config["keep_captures"] else temp(directory(path))
+
+
 def splice_launch_inputs(wildcards):
     """A splice's launch: the layer's launch, the spliced module and, for a frame on the cpu
     backend, the reference capture the frame resumes from at the replaced layer."""

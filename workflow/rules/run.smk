@@ -1,5 +1,7 @@
 # Run: the layer's reference launch and each splice on the same inputs, captured, compared and
-# timed; then one Parquet row per recipe. Every stage writes a record, also when it fails.
+# timed; then one Parquet row per recipe. Every stage writes a record, also when it fails. A splice's
+# capture links the buffers it left as they were to the reference's files (rr run --reference), and
+# unless keep_captures its capture and launch directories go once read (common.smk: cell_directory).
 
 
 rule launch:
@@ -108,7 +110,7 @@ rule launch_splice:
     input:
         unpack(splice_launch_inputs),
     output:
-        directory("results/{layer}/phase{phase}/{recipe}.launch"),
+        cell_directory("results/{layer}/phase{phase}/{recipe}.launch"),
     log:
         "logs/launch/{layer}_phase{phase}_{recipe}.log",
     conda:
@@ -123,9 +125,10 @@ rule launch_splice:
 
 rule capture_splice:
     input:
-        "results/{layer}/phase{phase}/{recipe}.launch",
+        launch="results/{layer}/phase{phase}/{recipe}.launch",
+        reference=reference_capture,
     output:
-        capture=directory("results/{layer}/phase{phase}/{recipe}.capture"),
+        capture=cell_directory("results/{layer}/phase{phase}/{recipe}.capture"),
         record="results/{layer}/phase{phase}/{recipe}.run.json",
     log:
         "logs/capture/{layer}_phase{phase}_{recipe}.log",
@@ -137,8 +140,8 @@ rule capture_splice:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "python3 -m rr run {input} --backend {params.backend} --timeout 3600 --record -o {output.capture}"
-        " > {log} 2>&1 && cp {output.capture}/run.json {output.record}"
+        "python3 -m rr run {input.launch} --reference {input.reference} --backend {params.backend} --timeout 3600"
+        " --record -o {output.capture} > {log} 2>&1 && cp {output.capture}/run.json {output.record}"
 
 
 rule compare:
@@ -199,7 +202,7 @@ rule splice_alone:
         reference=FRAME_REFERENCE,
         module="results/{layer}/phase{phase}/{recipe}." + MODULE,
     output:
-        directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
+        cell_directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
     log:
         "logs/launch/{layer}_phase{phase}_{recipe}_alone.log",
     conda:
