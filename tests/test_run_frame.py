@@ -231,6 +231,22 @@ def test_a_frame_gives_the_same_bytes_on_the_gpu(gpu, nvcc_ptx, tmp_path, x):
 
 
 @pytest.mark.gpu
+def test_a_frame_run_on_the_gpu_with_its_reference_links_what_the_splice_left_as_it_was(gpu, nvcc_ptx, tmp_path, x):
+    layout = _frame(nvcc_ptx("frame_layers"), tmp_path / "layout", x)
+    ref = tmp_path / "ref"
+    assert _rr("run", layout, "--backend", "cuda", "-o", ref).returncode == 0
+    for name, module, linked in (("itself", nvcc_ptx("frame_layers"), ["x", "y", "image", "z"]),
+                                 ("variant", nvcc_ptx("frame_layers", "-DOFFSET=0.5f"), ["x"])):
+        assert _rr("relaunch", layout, "--layer", "scale", "--module", module, "-o", tmp_path / name).returncode == 0
+        r = _rr("run", tmp_path / name, "--backend", "cuda", "--reference", ref, "-o", tmp_path / f"{name}.out")
+        assert r.returncode == 0, r.stderr
+        assert json.loads((tmp_path / f"{name}.out" / "run.json").read_text())["linked_to_reference"] == linked
+        for buffer in ("x", "y", "image", "z"):
+            same = (tmp_path / f"{name}.out" / f"{buffer}.npy").stat().st_ino == (ref / f"{buffer}.npy").stat().st_ino
+            assert same == (buffer in linked), (name, buffer)
+
+
+@pytest.mark.gpu
 def test_the_network_frame_on_the_gpu_equals_its_model(gpu, tmp_path):
     # the eleven layers of the synthetic engine at 64x64 pixels, buffers resident between launches
     from rr.run.frame import load_frame_buffers
