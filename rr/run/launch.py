@@ -362,12 +362,11 @@ def save_buffer(path: Path, array: np.ndarray) -> None:
         raise
 
 
-COMPARE_CHUNK = 1 << 24  # bytes compared at a time: a frame's buffer is not doubled in memory
-
-
 def holds_buffer(path: Path, array: np.ndarray) -> bool:
     """Whether the file at `path` holds exactly the bytes `save_buffer(path, array)` would write:
     the same header (shape, dtype, order) and the same data, compared byte for byte."""
+    from rr.run.compare import bytes_equal
+
     a = np.require(array, requirements="C")
     header = _npy_header(a)
     try:
@@ -380,10 +379,8 @@ def holds_buffer(path: Path, array: np.ndarray) -> bool:
         return False
     if a.nbytes == 0:
         return True
-    data = a.reshape(-1).view(np.uint8)
     held = np.memmap(path, np.uint8, "r", offset=len(header), shape=(a.nbytes,))
-    return all(np.array_equal(data[i:i + COMPARE_CHUNK], held[i:i + COMPARE_CHUNK])
-               for i in range(0, a.nbytes, COMPARE_CHUNK))
+    return bytes_equal(a.reshape(-1).view(np.uint8), held)
 
 
 def save_outputs(directory: Path, files: dict[str, str], arrays: dict[str, np.ndarray],
