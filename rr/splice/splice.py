@@ -11,7 +11,7 @@ from typing import NamedTuple
 from rr.describe import find_epilogues, find_phases
 from rr.describe.provenance import Dataflow
 from rr.io import atomic_paths, json_text
-from rr.ptx import parse
+from rr.ptx import linearise, parse
 from rr.ptx.parser import read_text
 from rr.splice.assemble import SpliceError, assemble
 from rr.splice.liveness import cut_liveness
@@ -73,10 +73,9 @@ def _template(name: str, flow, phases, epilogues, first: int, last: int, live, f
 def _outlined(text: str, entry: str, built, outline: str, source: str, name: str):
     """The direct splice with its phase (`outline: phase`) or its construction and all that
     follows it in the cut (`construction`) moved into a `.func`: the isolate template on the
-    spliced entry; (the assembled splice, its record). The statements outside the direct cut are checked
-    against the original by the first assembly, those outside the outlined range against the
-    direct splice by the second."""
-    from rr.ptx import linearise
+    spliced entry; (the assembled splice, its record). The statements outside the direct cut are
+    checked against the original by the first assembly, those outside the outlined range against
+    the direct splice by the second."""
     from rr.templates.isolate import isolate
 
     spliced = assemble(text, entry, built.first, built.last, built.replacement, built.declarations, source)
@@ -140,7 +139,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
             raise SpliceError(f"phase {phase}: {e}") from None
         first, last = built.first, built.last
     live = cut_liveness(function, statements, first, last)
-    probe, extra_params, extra = None, [], {}
+    probe, extra_params, extra, result = None, [], {}, None
     try:
         if built is not None and recipe.params.get("outline", "none") != "none":
             result, outlined = _outlined(text, entry, built, recipe.params["outline"], str(ptx),
@@ -156,7 +155,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
                 recipe.template, flow, phases, epilogues, first, last, live, f"rr_{entry}_phase{phase}_isolated")
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
-    if "outline" not in extra.get("direct", {}):
+    if result is None:
         result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
     record = {
         "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
