@@ -494,23 +494,32 @@ def _entry(pattern: str, layer: str) -> str:
         raise UserError(f"--entry-pattern {cut(pattern)!r}: expected a name with {{layer}} in it") from None
 
 
+def _layer_modules(option: str, metavar: str, items: list[str]) -> list[tuple[str, Path]]:
+    """(layer, module file) of each `LAYER=PATH` an option was given (rr frame --replace, rr launch
+    --module), in order; a malformed one is refused naming the option."""
+    out = []
+    for item in items:
+        layer, _, module = item.partition("=")
+        if not layer or not module:
+            raise UserError(f"{option} {cut(item)!r}: expected {metavar}")
+        out.append((layer, Path(module)))
+    return out
+
+
 def _compiled_modules(args, layers: list[str]) -> dict[str, Path]:
     """--module LAYER=PATH: the module (a layer's cubin) each named layer launches instead of the
     corpus's PTX, checked to be a module rr can load."""
     from rr.run.launch import LaunchError, check_module
 
     out = {}
-    for item in args.module:
-        layer, _, path = item.partition("=")
-        if not layer or not path:
-            raise UserError(f"--module {cut(item)!r}: expected LAYER=PATH")
+    for (layer, path), item in zip(_layer_modules("--module", "LAYER=PATH", args.module), args.module):
         if layer not in layers:
             raise UserError(f"--module {cut(item)!r}: {layer!r} is not a layer of this launch ({', '.join(layers)})")
         try:
-            check_module(Path(path))
+            check_module(path)
         except (LaunchError, OSError) as e:
             raise UserError(f"--module {cut(item)!r}: {e}") from None
-        out[layer] = Path(path)
+        out[layer] = path
     return out
 
 
@@ -577,12 +586,7 @@ def cmd_frame(args) -> int:
     from rr.run.isolate import run_isolated
     from rr.run.launch import LaunchError
 
-    replacements = []
-    for item in args.replace:
-        layer, _, module = item.partition("=")
-        if not layer or not module:
-            raise UserError(f"--replace {cut(item)!r}: expected LAYER=MODULE")
-        replacements.append((layer, Path(module)))
+    replacements = _layer_modules("--replace", "LAYER=MODULE", args.replace)
     layout = Path(args.layout)
     try:
         read_frame(layout)
