@@ -175,12 +175,17 @@ def cell_directory(path):
     return directory(path) if config["keep_captures"] else temp(directory(path))
 
 
+def splice_module(wildcards):
+    """What a splice's launches run: its compiled cubin on cuda, its PTX on the cpu backend."""
+    return f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.{MODULE}"
+
+
 def splice_launch_inputs(wildcards):
     """A splice's launch: the layer's launch, the spliced module and, for a frame on the cpu
     backend, the reference capture the frame resumes from at the replaced layer."""
     inputs = {
         "launch": layer_launch_dir(wildcards),
-        "module": f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.{MODULE}",
+        "module": splice_module(wildcards),
     }
     if in_frame(wildcards) and BACKEND == "cpu":
         inputs["reference"] = FRAME_REFERENCE

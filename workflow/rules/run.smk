@@ -200,7 +200,7 @@ rule layer_alone:
 rule splice_alone:
     input:
         reference=FRAME_REFERENCE,
-        module="results/{layer}/phase{phase}/{recipe}." + MODULE,
+        module=splice_module,
     output:
         cell_directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
     log:
