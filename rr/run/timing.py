@@ -213,7 +213,6 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     info = device_info()
     staging = Staging()
     pairs = _instance_pairs([_Side(dir_a, staging), _Side(dir_b, staging)], max(1, instances))
-    del staging  # its device copies: the instances have theirs
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
