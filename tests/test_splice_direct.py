@@ -233,6 +233,33 @@ def test_nvcc_kernels_with_accumulator_operands_stay_byte_identical(nvcc_ptx, tm
     assert _identical(ref, _run_cpu(launch, out, tmp_path / "d.out"))
 
 
+@pytest.mark.parametrize("outline", ["none", "phase", "construction"])
+def test_direct_in_a_rolled_loop_with_a_branch_after_it_stays_byte_identical(nvcc_ptx, tmp_path, outline):
+    # transpose_d_loop: the phases in a loop of a runtime trip count, results carried across its
+    # back edge, a lane-dependent branch after it; the construction (and the outlined call) in the body
+    ptx = nvcc_ptx("transpose_d")
+    rng = np.random.default_rng(23)
+    arrays = {"a": _e4m3_words(rng, 16), "b": _e4m3_words(rng, 4), "a2": _e4m3_words(rng, 4),
+              "out": np.zeros(4 * 32, np.uint32)}
+    launch = Launch(entry="transpose_d_loop", module="kernel.ptx", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
+                    fields=tuple(Field("buffer", buffer=n) for n in arrays) + (Field("scalar", 0, "int32", (3,)),),
+                    buffers={n: Buffer(n, f"{n}.npy", "out" if n == "out" else "in") for n in arrays})
+    write_launch(tmp_path / "l", launch, arrays, ptx)
+    ref = _run_cpu(tmp_path / "l", ptx, tmp_path / "ref.out")
+    assert np.count_nonzero(np.load(ref / "out.npy"))
+    out = tmp_path / "d.ptx"
+    r = _rr("splice", ptx, "--entry", "transpose_d_loop", "--recipe", _recipe(tmp_path / "o.yaml", 2, outline=outline),
+            "-o", out)
+    assert r.returncode == 0, r.stderr
+    record = json.loads(Path(f"{out}.splice.json").read_text())
+    assert [o["source"] for o in record["direct"]["operands"]] == ["transpose(D of phase 1)"]
+    entry = linearise(parse_file(out).function("transpose_d_loop"))
+    assert [s.opcode for s in entry].count("call.uni") == (outline != "none")
+    assert ("outline" in record["direct"]) == (outline != "none")
+    _ptxas_clean(out)
+    assert _identical(ref, _run_cpu(tmp_path / "l", out, tmp_path / "d.out"))
+
+
 def test_an_operand_whose_packs_are_also_stored_is_refused(nvcc_ptx, tmp_path):
     ptx = nvcc_ptx("transpose_d")
     r = _rr("splice", ptx, "--entry", "pack_d_stored", "--recipe", "direct", "--phase", 2, "-o", tmp_path / "x.ptx")

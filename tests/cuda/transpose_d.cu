@@ -116,3 +116,29 @@ extern "C" __global__ void transpose_twice_d(const uint32_t* a, const uint32_t* 
   for (int i = 0; i < 4; ++i) av[i] = a2[i * 32 + lane];
   store2(av, bt, lane, out);
 }
+
+// transpose_d's two phases inside a loop whose trip count is a parameter (kept rolled), each trip
+// its own A (a + trip parity) and A of phase 2 (a2 ^ trip), the results xor-accumulated across
+// trips, then a lane-dependent branch: the staging, the construction and an outlined phase sit in
+// the loop body, with the accumulator live across its back edge
+extern "C" __global__ void transpose_d_loop(const uint32_t* a, const uint32_t* b, const uint32_t* a2,
+                                            uint32_t* out, int trips) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t zero[2] = {0, 0};
+  uint32_t acc[4] = {0, 0, 0, 0};
+#pragma unroll 1
+  for (int t = 0; t < trips; ++t) {
+    uint32_t d[2][2][2];
+    phase1(a + (t & 1) * 8 * 32, b, lane, d);
+    uint32_t bt[2][2], av[4];
+    for (int n = 0; n < 2; ++n)
+      for (int m = 0; m < 2; ++m) bt[n][m] = join(pack(transpose(d[m][n][0])), pack(transpose(d[m][n][1])));
+    for (int i = 0; i < 4; ++i) av[i] = a2[i * 32 + lane] ^ (uint32_t)t;
+    uint32_t e[2][2];
+    for (int n = 0; n < 2; ++n) mma_e4m3(e[n], av, bt[n], zero);
+    for (int n = 0; n < 2; ++n)
+      for (int r = 0; r < 2; ++r) acc[n * 2 + r] ^= e[n][r];
+  }
+  if (lane < 16) acc[0] = ~acc[0];
+  for (int i = 0; i < 4; ++i) out[i * 32 + lane] = acc[i];
+}
