@@ -106,3 +106,26 @@ def test_twice_the_work_measures_close_to_twice_the_time(tmp_path):
                              block=(256, 1, 1), size=264 * 256 * 4, scalars=(n,))
     t = _time(tmp_path / "w1", tmp_path / "w2", tmp_path)
     assert 1.8 < t["ratio"] < 2.2, t
+
+
+def test_a_second_run_finds_its_buffers_resident_in_the_worker_and_compares_on_the_device(tmp_path, child_kind):
+    # the struct kernel's launch run twice, the second against the first as its reference: in the
+    # worker its buffers are not read or uploaded again, and every output is a link to the
+    # reference's file (the global buffers a, b, d found equal on the device, the images tex and
+    # surf, in CUDA arrays, copied back and compared on the host)
+    struct_launch(tmp_path / "l", height=8, scale=2.0)
+    assert _rr("run", str(tmp_path / "l"), "--backend", "cuda", "-o", str(tmp_path / "ref")).returncode == 0
+    r = _rr("run", str(tmp_path / "l"), "--backend", "cuda", "--reference", str(tmp_path / "ref"),
+            "-o", str(tmp_path / "again"))
+    assert r.returncode == 0, r.stderr
+    first, again = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("ref", "again"))
+    assert first["resident"] == {"read": 5, "uploaded": 5, "reused": 0}
+    if child_kind == "worker":
+        # the launch's five files are where the first job left them; the reference's three global
+        # buffers are read and uploaded once, to compare with on the device
+        assert again["resident"] == {"read": 3, "uploaded": 3, "reused": 5}
+    else:
+        assert again["resident"] == {"read": 8, "uploaded": 8, "reused": 0}
+    assert sorted(again["linked_to_reference"]) == ["a", "b", "d", "surf", "tex"]
+    for name in ("a", "b", "d", "surf", "tex"):
+        assert (tmp_path / "again" / f"{name}.npy").stat().st_ino == (tmp_path / "ref" / f"{name}.npy").stat().st_ino

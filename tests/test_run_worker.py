@@ -114,3 +114,29 @@ def test_an_idle_worker_goes_away(tmp_path, workers, enc2, monkeypatch):
     time.sleep(3)
     assert not list(workers.glob("*.sock")) and not list(workers.glob("*.pid"))
     assert np.load(tmp_path / "o" / "arena.npy").size > 0
+
+
+def test_the_workers_resident_buffers_are_known_by_file_identity_not_by_path(tmp_path):
+    # a relaunch's hard link is the file its source read (not read again), a rewritten file is
+    # new (read again), and what is handed out cannot be written into by a job
+    from rr.run.cuda import Resident
+    from rr.run.launch import load_buffer, save_buffer
+
+    resident, reads = Resident(), []
+
+    def load(path):
+        reads.append(path.name)
+        return load_buffer(path)
+
+    save_buffer(tmp_path / "x.npy", np.arange(6, dtype=np.float16))
+    os.link(tmp_path / "x.npy", tmp_path / "linked.npy")
+    first = resident.host(tmp_path / "x.npy", lambda: load(tmp_path / "x.npy"))
+    assert resident.host(tmp_path / "linked.npy", lambda: load(tmp_path / "linked.npy")) is first
+    save_buffer(tmp_path / "new.npy", np.zeros(6, dtype=np.float16))
+    os.replace(tmp_path / "new.npy", tmp_path / "x.npy")  # as rr's outputs are written: a new file
+    assert not resident.host(tmp_path / "x.npy", lambda: load(tmp_path / "x.npy")).any()
+    assert reads == ["x.npy", "x.npy"] and resident.counts["read"] == 2
+    with pytest.raises(ValueError):
+        first[0] = 1
+    assert resident.trim(None) == {"read": 2, "uploaded": 0, "reused": 0, "resident_bytes": 0}
+    assert resident.counts == {"read": 0, "uploaded": 0, "reused": 0}

@@ -60,42 +60,90 @@ def _rgba16f_array(host, surface: bool):
     return array
 
 
-class Staging:
-    """Buffers read from their files and put on the device once, each by its file's identity (a
-    relaunch hard-links its source's buffers, so the two sides of a timing share most of theirs):
-    what the many instances of a timing copy their buffers from on the device, instead of reading
-    and uploading the same bytes again for each (0.74 s of a 4K frame timing's 1.6 s on the H200)."""
+class Resident:
+    """Buffer files read and put on the device once each, by the file's identity (device, inode,
+    size, modification time: a relaunch hard-links its source's buffers, so the frame layout, every
+    splice of it and the reference capture share most of theirs): what a run's or a timing's
+    buffers are copied from on the device, instead of reading and uploading the same bytes again.
+
+    A fresh child's lives for its one job. The GPU worker's (rr.run.worker) lives for all the jobs
+    it serves, so a sweep's frame — its inputs and the unspliced run's outputs — stays on the device
+    from one cell to the next: a 4K frame's 265 MiB were read and uploaded for every capture and
+    every timing. `trim(budget)` (between jobs) keeps it within a budget, least recently used out.
+    The arrays it hands out are read-only: jobs share them."""
 
     def __init__(self):
-        self._host: dict = {}
-        self._device: dict = {}
+        self._host: dict = {}  # identity -> numpy array, in order of last use
+        self._device: dict = {}  # identity -> cupy array of the same bytes
+        self.counts = {"read": 0, "uploaded": 0, "reused": 0}  # this job's, reset by trim()
 
     def host(self, path: Path, load) -> np.ndarray:
         """The buffer file's array, read by `load()` (which checks it) the first time."""
         try:
-            key = _identity(path)
+            key = file_identity(path)
         except OSError:  # no such file: load() says so as the launch's readers do
             return load()
-        if key not in self._host:
-            self._host[key] = np.ascontiguousarray(load())
-        return self._host[key]
+        a = self._host.pop(key, None)
+        if a is None:
+            a = np.ascontiguousarray(load())
+            a.flags.writeable = False
+            self.counts["read"] += 1
+        self._host[key] = a  # now the most recently used
+        return a
+
+    def device(self, path: Path):
+        """The device copy of the buffer file `host` read."""
+        import cupy
+
+        key = file_identity(path)
+        d = self._device.pop(key, None)
+        if d is None:
+            d = cupy.asarray(self._host[key])
+            self.counts["uploaded"] += 1
+        else:
+            self.counts["reused"] += 1
+        self._device[key] = d
+        return d
 
     def sources(self, paths: dict[str, Path]) -> dict:
         """name -> the device copy of that buffer file (read by `host` first)."""
-        import cupy
+        return {name: self.device(path) for name, path in paths.items()}
 
-        out = {}
-        for name, path in paths.items():
-            key = _identity(path)
-            if key not in self._device:
-                self._device[key] = cupy.asarray(self._host[key])
-            out[name] = self._device[key]
-        return out
+    def trim(self, budget: int | None) -> dict:
+        """Drop the least recently used files until the device copies fit in `budget` bytes (None:
+        no bound); this job's counts (and the bytes kept), which start again from zero."""
+        if budget is not None:
+            while self._device and sum(d.nbytes for d in self._device.values()) > budget:
+                key = next(iter(self._device))
+                del self._device[key]
+                self._host.pop(key, None)
+        counts = {**self.counts, "resident_bytes": int(sum(d.nbytes for d in self._device.values()))}
+        self.counts = dict.fromkeys(self.counts, 0)
+        return counts
 
 
-def _identity(path: Path) -> tuple:
+def file_identity(path: Path) -> tuple:
+    """What makes two paths one unchanged file: not its ctime, which every new hard link moves."""
     st = Path(path).stat()
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_resident(directory: str | Path, resident: Resident):
+    """(frame or None, launch or None, host arrays, device sources) of a launch or frame
+    directory, its buffers read through `resident` (and checked as the launch's readers check them)."""
+    from rr.run.frame import is_frame, read_frame
+    from rr.run.launch import load_buffer, load_buffers
+
+    frame = read_frame(directory) if is_frame(directory) else None
+    launch = None if frame else read_launch(directory)
+    buffers = frame.buffers if frame else launch.buffers
+    files = {name: Path(directory) / b.file for name, b in buffers.items()}
+    if frame:  # as load_frame_buffers and load_buffers read (and check) them
+        arrays = {name: resident.host(path, lambda p=path: load_buffer(p)) for name, path in files.items()}
+    else:
+        arrays = {name: resident.host(path, lambda n=name: load_buffers(directory, launch, {n})[n])
+                  for name, path in files.items()}
+    return frame, launch, arrays, resident.sources(files)
 
 
 class DeviceBuffers:
@@ -106,7 +154,7 @@ class DeviceBuffers:
 
     def __init__(self, arrays: dict[str, np.ndarray], sources: dict | None = None):
         self.arrays = arrays
-        # name -> a device copy of the host array (Staging) to copy from on the device, not the host
+        # name -> a device copy of the host array (Resident) to copy from on the device, not the host
         self.sources = sources or {}
         self.memory: dict = {}  # name -> cupy array, or CUDA array
         self._objects: dict = {}  # (name, kind) -> texture or surface object
@@ -139,6 +187,30 @@ class DeviceBuffers:
             else:
                 self._objects[name, kind] = texture.SurfaceObject(res)
         return self._objects[name, kind].ptr
+
+    def same_as(self, name: str, source: Path, held: Path, resident: Resident) -> bool | None:
+        """Whether buffer `name` (read from `source`) now holds what the .npy file `held` holds —
+        shape, dtype and bytes — told without copying it back: on the device against `held`'s
+        resident copy, or, never having been on the device, by being one file with it. None where
+        the device cannot tell (an image in a CUDA array, a file that does not read): the host's
+        comparison (rr.run.launch.holds_buffer) decides."""
+        import cupy
+
+        from rr.run.launch import LaunchError, load_buffer
+
+        d = self.memory.get(name)
+        try:
+            if d is None:
+                return True if file_identity(source) == file_identity(held) else None
+            if not isinstance(d, cupy.ndarray):
+                return None
+            ref = resident.host(held, lambda: load_buffer(held))
+        except (OSError, LaunchError):
+            return None
+        host = self.arrays[name]
+        if ref.dtype != host.dtype or ref.shape != host.shape:
+            return False
+        return bool(cupy.array_equal(d, resident.device(held).view(cupy.uint8).ravel()))
 
     def copy_back(self, name: str) -> np.ndarray:
         """The buffer as the device holds it now (as it was read, if it never went there)."""
@@ -198,28 +270,45 @@ class PreparedLaunch:
         driver.launchKernel(self.function, g[0], g[1], g[2], b[0], b[1], b[2],
                             self.launch.shared_bytes, stream, self._pointers.ctypes.data, 0)
 
-    def outputs(self) -> dict[str, np.ndarray]:
-        """Every buffer after the run: written ones copied back, the others as they were read."""
-        out = dict(self.arrays)
+    def outputs(self, skip=()) -> dict[str, np.ndarray]:
+        """Every buffer after the run but those in `skip`: written ones copied back, the others as
+        they were read."""
+        out = {name: a for name, a in self.arrays.items() if name not in skip}
         for name, b in self.launch.buffers.items():
-            if b.role != "in":
+            if b.role != "in" and name not in skip:
                 out[name] = self.device.copy_back(name)
         return out
 
 
-def run_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """Launch once and synchronise; (run record, buffers after the run)."""
+def equal_on_device(device: DeviceBuffers, directory: str | Path, files: dict[str, str],
+                    reference: str | Path | None, resident: Resident) -> set[str]:
+    """The buffers (name -> file) that the device shows equal to the reference capture's file of
+    the same name: these are not copied back, and the run's output links the reference's files."""
+    if reference is None:
+        return set()
+    return {name for name, file in files.items()
+            if device.same_as(name, Path(directory) / file, Path(reference) / file, resident)}
+
+
+def run_cuda(directory: str | Path, resident: Resident | None = None,
+             reference: str | Path | None = None) -> tuple[dict, dict[str, np.ndarray], set[str]]:
+    """Launch once and synchronise; (run record, buffers after the run, the names of those equal
+    to `reference`'s files — not in the buffers, never copied back)."""
     info = device_info()
     from cupy.cuda import runtime
 
+    resident = resident or Resident()
     t0 = time.perf_counter()
-    prepared = PreparedLaunch(directory)
+    _, launch, arrays, sources = read_resident(directory, resident)
+    prepared = PreparedLaunch(directory, launch, DeviceBuffers(dict(arrays), sources))
     t1 = time.perf_counter()
     prepared.launch_async()
     runtime.deviceSynchronize()  # a fault surfaces here as CUDARuntimeError
     t2 = time.perf_counter()
-    outputs = prepared.outputs()
-    record = {"status": "ok", "message": "", "backend": "cuda", "device": info,
+    equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in launch.buffers.items()},
+                            reference, resident)
+    outputs = prepared.outputs(skip=equal)
+    record = {"status": "ok", "message": "", "backend": "cuda", "device": info, "resident": dict(resident.counts),
               "times_ms": {"prepare": (t1 - t0) * 1e3, "launch_and_sync": (t2 - t1) * 1e3,
                            "copy_back": (time.perf_counter() - t2) * 1e3}}
-    return record, outputs
+    return record, outputs, equal

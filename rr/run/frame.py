@@ -307,20 +307,24 @@ class PreparedFrame:
         for p in self.layers:
             p.launch_async(stream)
 
-    def outputs(self) -> dict[str, np.ndarray]:
-        return {name: self.device.copy_back(name) for name in self.frame.buffers}
+    def outputs(self, skip=()) -> dict[str, np.ndarray]:
+        return {name: self.device.copy_back(name) for name in self.frame.buffers if name not in skip}
 
 
-def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+def run_frame_cuda(directory: str | Path, resident=None,
+                   reference: str | Path | None = None) -> tuple[dict, dict[str, np.ndarray], set[str]]:
     """The frame on the GPU: each layer launched and synchronised in turn (a fault names its
-    layer), the buffers on the device throughout, copied back at the end."""
+    layer), the buffers on the device throughout, copied back at the end but for those equal to
+    `reference`'s files (the third of what it returns; rr.run.cuda.run_cuda)."""
     from cupy.cuda import runtime
 
-    from rr.run.cuda import device_info
+    from rr.run.cuda import DeviceBuffers, Resident, device_info, equal_on_device, read_resident
 
     info = device_info()
+    resident = resident or Resident()
     t0 = time.perf_counter()
-    prepared = PreparedFrame(directory)
+    frame, _, arrays, sources = read_resident(directory, resident)
+    prepared = PreparedFrame(directory, frame, device=DeviceBuffers(dict(arrays), sources))
     t1 = time.perf_counter()
     layers = []
     first = prepared.frame.first()
@@ -333,20 +337,22 @@ def run_frame_cuda(directory: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
             raise RuntimeError(f"layer {lyr.layer}: {type(e).__name__}: {e}") from e
         layers.append({"layer": lyr.layer, "times_ms": {"launch_and_sync": (time.perf_counter() - start) * 1e3}})
     t2 = time.perf_counter()
-    outputs = prepared.outputs()
+    equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in frame.buffers.items()},
+                            reference, resident)
+    outputs = prepared.outputs(skip=equal)
     return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
-            "start": prepared.frame.start, "device": info,
+            "start": prepared.frame.start, "device": info, "resident": dict(resident.counts),
             "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
-                                           "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs
+                                           "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs, equal
 
 
 def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray],
-                        reference: str | Path | None = None) -> dict:
+                        reference: str | Path | None = None, equal=()) -> dict:
     """A frame run's output: the frame as it was launched, with every buffer as it was after; with
     `reference` (a run of the unspliced frame), those equal to its are hard links to its files
-    (rr.run.launch.save_outputs, whose record part it returns)."""
+    (rr.run.launch.save_outputs, whose record part it returns; `equal`: those known to be)."""
     frame = read_frame(directory)
-    written = save_outputs(out, {name: b.file for name, b in frame.buffers.items()}, outputs, reference)
+    written = save_outputs(out, {name: b.file for name, b in frame.buffers.items()}, outputs, reference, equal)
     for lyr in frame.layers:
         shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)
     ran = _with(frame, reference=None)  # the reference's outputs stay with the resumed frame

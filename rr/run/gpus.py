@@ -58,6 +58,16 @@ def gpu_count() -> int:
     return len(visible_gpus())
 
 
+# GPU jobs the local profile lets run at once per device: one on the device (its claim), the others
+# starting, checking their launches or comparing a capture, so that the device waits for none of it
+JOBS_PER_GPU = 3
+
+
+def gpu_job_slots() -> int:
+    """The local profile's `gpu` limit: JOBS_PER_GPU per device, at least one device's worth."""
+    return JOBS_PER_GPU * max(1, gpu_count())
+
+
 def resolve_backend(backend: str) -> str:
     """`auto` → `cuda` when the driver shows a GPU and cupy is installed, else `cpu`; other names as
     they are. No cupy import and no context: the workflow asks this at DAG time on every run."""
@@ -76,9 +86,12 @@ def _say(message: str) -> None:
 
 @contextmanager
 def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | None = None,
-                poll_s: float = 0.25, say: Callable[[str], None] = _say) -> Iterator[str | None]:
+                poll_s: float = 0.02, say: Callable[[str], None] = _say) -> Iterator[str | None]:
     """Hold one of `devices` (default: the visible GPUs) exclusively against other rr processes;
-    yields its UUID, or None when there is no GPU. Waits, saying so once, while all are held."""
+    yields its UUID, or None when there is no GPU. Waits, saying so once, while all are held: for
+    one device in the kernel, which hands it over the moment it is let go (the workflow queues a few
+    GPU jobs per device, so that their start-up overlaps another's GPU work, and a poll's sleep would
+    be GPU time lost at each hand-over); for several, polling them every `poll_s`."""
     devices = visible_gpus() if devices is None else tuple(devices)
     if not devices:
         yield None
@@ -92,8 +105,11 @@ def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | Non
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                handle.close()
-                continue
+                if len(devices) > 1:
+                    handle.close()
+                    continue
+                waiting_since = waiting_since or _waiting(devices, lock_dir, say)
+                fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 if waiting_since is not None:
                     say(f"rr: got GPU {device} after {time.monotonic() - waiting_since:.1f} s")
@@ -101,10 +117,13 @@ def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | Non
             finally:
                 handle.close()  # closing the descriptor releases the lock
             return
-        if waiting_since is None:
-            waiting_since = time.monotonic()
-            say(f"rr: all {len(devices)} GPU(s) are held by other rr jobs (locks in {lock_dir}); waiting")
+        waiting_since = waiting_since or _waiting(devices, lock_dir, say)
         time.sleep(poll_s)
+
+
+def _waiting(devices, lock_dir, say) -> float:
+    say(f"rr: all {len(devices)} GPU(s) are held by other rr jobs (locks in {lock_dir}); waiting")
+    return time.monotonic()
 
 
 def gpu_env(device: str | None) -> dict[str, str]:

@@ -83,11 +83,16 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
     backend = resolve_backend(backend)
     t0 = time.perf_counter()
-    with atomic_dir(out_dir, inputs=(launch_dir, reference)) as tmp, _device_for(backend) as gpu:
+    gpu = None
+    with atomic_dir(out_dir, inputs=(launch_dir, reference)) as tmp:
         record = _bad_launches(backend, launch_dir)
         try:
             if record is None:
-                child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu, timeout_s)
+                # the GPU is claimed for the child's work only: another job's checks and start-up
+                # go on beside it
+                with _device_for(backend) as gpu:
+                    child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu,
+                                   timeout_s)
                 record_path = tmp / "run.json"
                 record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
                 record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
@@ -146,7 +151,7 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
 
 
 def child_time(reference: str, other: str, out: str, noise_target: str, time_limit_s: str,
-               backend: str) -> int:
+               backend: str, resident=None) -> int:
     from rr.run.cuda import NoDevice, device_info
 
     def finish(record: dict, code: int) -> int:
@@ -166,7 +171,7 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     from rr.run.timing import AllThrottled, time_pair
 
     try:
-        record = time_pair(reference, other, float(noise_target), float(time_limit_s))
+        record = time_pair(reference, other, float(noise_target), float(time_limit_s), resident=resident)
     except AllThrottled as e:
         return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
     except LaunchError as e:  # a buffer file that does not load
@@ -178,17 +183,18 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     return finish(record, 0)
 
 
-def child_dispatch(args: list[str]) -> int:
+def child_dispatch(args: list[str], resident=None) -> int:
     """The child's command line (rr.run.child), whether a fresh process or the worker runs it:
     `time REFERENCE OTHER OUT NOISE LIMIT BACKEND`, else `BACKEND LAUNCH OUT [MMA [REFERENCE]]`
-    (an empty MMA or REFERENCE: none given)."""
+    (an empty MMA or REFERENCE: none given). `resident`: the worker's rr.run.cuda.Resident, which
+    keeps the buffers on the device from one job to the next (a fresh child makes its own)."""
     if args[0] == "time":
-        return child_time(*args[1:7])
-    return child_main(*args[:3], *(a or None for a in args[3:5]))
+        return child_time(*args[1:7], resident=resident)
+    return child_main(*args[:3], *(a or None for a in args[3:5]), resident=resident)
 
 
 def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None,
-               reference: str | None = None) -> int:
+               reference: str | None = None, resident=None) -> int:
     """Entry point of the child process: run, write buffers (those equal to `reference`'s as links
     to its files) and run.json into out_dir."""
     out = Path(out_dir)
@@ -197,7 +203,7 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
         return _write_record(out / "run.json", record, code)
 
     try:
-        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference)
+        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference, resident)
     except LaunchError as e:  # a launch or buffer file that does not read
         return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
     except OSError as e:  # a full disk, a file it may not read
@@ -207,27 +213,31 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
 
 
 def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None,
-               reference: str | None = None) -> int:
+               reference: str | None = None, resident=None) -> int:
     from rr.run.cuda import NoDevice
     from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 
     frame = is_frame(launch_dir)
     launch = None if frame else read_launch(launch_dir)
     if backend == "cpu":
+        from rr.ptx.errors import ParseError
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
 
         try:
             record, outputs = (run_frame_cpu(launch_dir, progress=True, mma=mma) if frame
                                else run_cpu(launch_dir, mma=mma, progress=True))
+            equal = set()
         except CpuUnsupported as e:
             return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
+        except ParseError as e:  # a module that is not PTX: what the driver would refuse to load
+            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
             return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
     elif backend == "cuda":
         try:
             from rr.run.cuda import run_cuda
 
-            record, outputs = run_frame_cuda(launch_dir) if frame else run_cuda(launch_dir)
+            record, outputs, equal = (run_frame_cuda if frame else run_cuda)(launch_dir, resident, reference)
         except NoDevice as e:
             return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
         except (LaunchError, OSError):
@@ -238,9 +248,9 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
     if frame:
-        written = write_frame_outputs(out, launch_dir, outputs, reference)
+        written = write_frame_outputs(out, launch_dir, outputs, reference, equal)
     else:
-        written = write_launch(out, launch, outputs, launch_dir / launch.module, reference)
+        written = write_launch(out, launch, outputs, launch_dir / launch.module, reference, equal)
     return finish({**record, **written}, 0)
 
 

@@ -384,17 +384,19 @@ def holds_buffer(path: Path, array: np.ndarray) -> bool:
 
 
 def save_outputs(directory: Path, files: dict[str, str], arrays: dict[str, np.ndarray],
-                 reference: str | Path | None = None) -> dict:
+                 reference: str | Path | None = None, equal=()) -> dict:
     """A run's buffers (`arrays[name]` as `directory/files[name]`). With `reference` (a capture of
     the unspliced launch or frame), a buffer whose file would hold the bytes of the reference's
     file of that name is a hard link to it instead of a copy of its own — the identity recipes'
     captures are mostly the reference's own bytes, and a sweep of them would not fit on a disk —,
     copied where no link can be made (another file system). Returns what the run record says of
-    it: the reference, the buffers linked, those copied from it and why (nothing without one)."""
+    it: the reference, the buffers linked, those copied from it and why (nothing without one).
+    `equal`: the names already known to hold the reference's bytes (compared on the device:
+    rr.run.cuda.equal_on_device), which `arrays` need not have."""
     linked, copied, why = [], [], None
     for name, file in files.items():
         held = Path(reference) / file if reference is not None else None
-        if held is None or not held.is_file() or not holds_buffer(held, arrays[name]):
+        if name not in equal and (held is None or not held.is_file() or not holds_buffer(held, arrays[name])):
             save_buffer(directory / file, arrays[name])
             continue
         try:
@@ -411,13 +413,15 @@ def save_outputs(directory: Path, files: dict[str, str], arrays: dict[str, np.nd
 
 
 def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.ndarray],
-                 module_source: str | Path | None = None, reference: str | Path | None = None) -> dict:
+                 module_source: str | Path | None = None, reference: str | Path | None = None,
+                 equal=()) -> dict:
     """Write a launch directory (used by generators and by runs for their outputs); with
-    `reference`, buffers equal to its are hard links to its files (`save_outputs`, whose record
-    part it returns)."""
+    `reference`, buffers equal to its (or named in `equal`) are hard links to its files
+    (`save_outputs`, whose record part it returns)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    written = save_outputs(directory, {name: b.file for name, b in launch.buffers.items()}, arrays, reference)
+    written = save_outputs(directory, {name: b.file for name, b in launch.buffers.items()}, arrays, reference,
+                           equal)
     if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
         shutil.copyfile(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.cuda import PreparedLaunch, Staging, device_info
+from rr.run.cuda import PreparedLaunch, Resident, device_info, read_resident
 
 
 class _Nvml:
@@ -160,24 +160,13 @@ def _correlation_time(x: np.ndarray) -> float:
 class _Side:
     """One side of a timing: its launch (or frame) read once; `instance()` makes one more copy of
     it ready on the device — its own buffers and its own module load — to be launched again and
-    again. The buffers' bytes are read and uploaded once (`Staging`, shared by both sides: what the
-    two share as files is read once) and each instance's copied from there on the device."""
+    again. The buffers' bytes are read and uploaded once (`Resident`, shared by both sides: what the
+    two share as files is read once, and in the GPU worker what earlier jobs read is there already)
+    and each instance's copied from there on the device."""
 
-    def __init__(self, directory: str, staging: Staging):
-        from rr.run.frame import is_frame, read_frame
-        from rr.run.launch import load_buffer, load_buffers, read_launch
-
+    def __init__(self, directory: str, resident: Resident):
         self.directory = directory
-        self.frame = read_frame(directory) if is_frame(directory) else None
-        self.launch = None if self.frame else read_launch(directory)
-        buffers = self.frame.buffers if self.frame else self.launch.buffers
-        files = {name: Path(directory) / b.file for name, b in buffers.items()}
-        if self.frame:  # as load_frame_buffers and load_buffers read (and check) them
-            self.arrays = {name: staging.host(path, lambda p=path: load_buffer(p)) for name, path in files.items()}
-        else:
-            self.arrays = {name: staging.host(path, lambda n=name: load_buffers(directory, self.launch, {n})[n])
-                           for name, path in files.items()}
-        self.sources = staging.sources(files)
+        self.frame, self.launch, self.arrays, self.sources = read_resident(directory, resident)
 
     def instance(self):
         from rr.run.cuda import DeviceBuffers
@@ -206,13 +195,14 @@ def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
-              warmup: int = 5, min_samples: int = 50, instances: int = INSTANCES) -> dict:
+              warmup: int = 5, min_samples: int = 50, instances: int = INSTANCES,
+              resident: Resident | None = None) -> dict:
     import cupy
     from cupy.cuda import runtime
 
     info = device_info()
-    staging = Staging()
-    pairs = _instance_pairs([_Side(dir_a, staging), _Side(dir_b, staging)], max(1, instances))
+    resident = resident or Resident()
+    pairs = _instance_pairs([_Side(dir_a, resident), _Side(dir_b, resident)], max(1, instances))
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
@@ -278,5 +268,6 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
                          "error (Student-widened) and their moving-block bootstraps'"),
         "device": {**info, "driver_version": nvml.driver_version()},
         "sm_clock_mhz": {"min": min(clocks), "max": max(clocks)} if clocks else None,
+        "resident": dict(resident.counts),
         "wall_s": time.perf_counter() - t0,
     }

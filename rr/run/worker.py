@@ -10,6 +10,12 @@ worker exactly the arguments `python -m rr.run.child` would get; the worker runs
 functions the child runs, which write the same records into the job's temporary directory, so the
 parent's records, atomic outputs and cache semantics are unchanged.
 
+The worker keeps what its jobs read (rr.run.cuda.Resident): the buffer files of a frame layout,
+of its splices (hard links to the layout's) and of the reference capture are read and uploaded by
+the first job and found on the device by the next ones — a capture compares its outputs with the
+reference's there, and copies back only what differs. What is kept is bounded (RR_RESIDENT_BYTES,
+default a quarter of the device's memory up to 8 GiB), least recently used out, between jobs.
+
 Fault isolation is kept: a job that ends in a fault (status fault, an illegal address may have
 left the context unusable) or that the worker cannot report is the worker's last — it exits after
 replying, and the next job starts a fresh one; a job that outlives its time limit has the worker
@@ -38,6 +44,7 @@ from pathlib import Path
 ENABLE_ENV = "RR_WORKER"
 DIR_ENV = "RR_WORKER_DIR"
 IDLE_ENV = "RR_WORKER_IDLE_S"
+RESIDENT_ENV = "RR_RESIDENT_BYTES"
 DEFAULT_IDLE_S = 120.0
 START_TIMEOUT_S = 60.0
 # a job that died (1), the child's fault/no-device/timeout status (3) and its io_error exit (5):
@@ -146,8 +153,9 @@ def _kill(base: Path, pid: int | None) -> None:
     base.with_suffix(".sock").unlink(missing_ok=True)
 
 
-def _job(conn: socket.socket) -> int | None:
-    """Read one job from `conn`, acknowledge it, run it, reply; its exit status (None: no job)."""
+def _job(conn: socket.socket, resident) -> int | None:
+    """Read one job from `conn`, acknowledge it, run it with the worker's resident buffers, reply;
+    its exit status (None: no job)."""
     from rr.run.isolate import child_dispatch
 
     request = conn.makefile("rb").readline()
@@ -161,17 +169,35 @@ def _job(conn: socket.socket) -> int | None:
     started = time.perf_counter()
     with contextlib.redirect_stderr(err):
         try:
-            code = child_dispatch(argv)
+            code = child_dispatch(argv, resident)
         except BaseException as e:  # what a child would die of: reported, then this worker ends
             print(f"{type(e).__name__}: {e}", file=err)
             code = 1
+    kept = resident.trim(_resident_budget())
     _release()
     tail = "\n".join(err.getvalue().strip().splitlines()[-5:])
-    print(f"{time.strftime('%H:%M:%S')} {' '.join(argv[:2])}: exit {code} in {time.perf_counter() - started:.2f} s",
-          flush=True)
+    print(f"{time.strftime('%H:%M:%S')} {' '.join(argv[:2])}: exit {code} in {time.perf_counter() - started:.2f} s; "
+          f"buffers read {kept['read']}, uploaded {kept['uploaded']}, found resident {kept['reused']}; "
+          f"{kept['resident_bytes'] / 2**20:.0f} MiB kept", flush=True)
     with contextlib.suppress(OSError):
         conn.sendall(json.dumps({"code": code, "stderr": tail}).encode() + b"\n")
     return code
+
+
+def _resident_budget() -> int | None:
+    """Bytes of buffers the worker keeps on the device (and in its memory) between jobs:
+    RR_RESIDENT_BYTES, else a quarter of the device's memory up to 8 GiB — some thirty 4K frames'
+    buffers; the rest is the jobs' (a timing's instances take half of what is free). None before
+    any job used the device."""
+    if os.environ.get(RESIDENT_ENV):
+        return int(os.environ[RESIDENT_ENV])
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return None
+    try:
+        return min(cupy.cuda.runtime.memGetInfo()[1] // 4, 8 << 30)
+    except Exception:  # no device (the cpu backend's worker): nothing is on one
+        return None
 
 
 def _release() -> None:
@@ -197,6 +223,9 @@ def serve(base: Path, idle_s: float) -> int:
     os.chmod(path, 0o600)
     server.listen(8)
     server.settimeout(idle_s)
+    from rr.run.cuda import Resident
+
+    resident = Resident()
     try:
         while True:
             try:
@@ -204,7 +233,7 @@ def serve(base: Path, idle_s: float) -> int:
             except TimeoutError:
                 return 0
             with conn:
-                code = _job(conn)
+                code = _job(conn, resident)
             if code in FATAL_EXITS:
                 return 0
     finally:
