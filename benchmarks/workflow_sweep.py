@@ -5,8 +5,9 @@
 Runs `snakemake --cores N [TARGET ...]` in the repository root and prints: the sweep's wall time,
 its jobs per rule, the wall time per job, the start-up cost of one `python3 -m rr` process (what
 every job pays), how many GPU jobs ran at once and on which devices (from the run and timing
-records' `gpu`), the rows written, then the wall time of `--noop-runs` reruns, each of which must
-say "Nothing to be done".
+records' `gpu`), how long the GPU workers spent on captures and timings (their logs: what held a
+GPU), the rows written, then the wall time of `--noop-runs` reruns, each of which must say
+"Nothing to be done".
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import shutil
 import statistics
@@ -26,7 +28,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RULES = {"capture_reference", "capture_frame", "capture_splice", "time", "time_layer"}
+GPU_RULES = {"capture_reference", "capture_frame", "measure", "measure_in_frame"}
+WORKERS = ROOT / ".snakemake" / "rr-workers"  # RR_WORKER_DIR of the sweep: its workers' logs
 
 
 def snakemake(cores: int, configfiles: list[str], targets: list[str],
@@ -42,9 +45,10 @@ def snakemake(cores: int, configfiles: list[str], targets: list[str],
                                 "-lms", "100"], stdout=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:  # Snakemake's own log (.snakemake/log/) holds how far it got
-        sys.exit(f"snakemake stopped after --timeout {timeout:.0f} s (rerun it to finish: its outputs are kept)")
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, "RR_WORKER_DIR": str(WORKERS)})
+    except subprocess.TimeoutExpired as e:  # the figures of how far it got; a rerun finishes it
+        r = subprocess.CompletedProcess(cmd, None, _text(e.stdout), _text(e.stderr))
     finally:
         if smi is not None and smi.poll() is None:
             smi.terminate()
@@ -53,6 +57,10 @@ def snakemake(cores: int, configfiles: list[str], targets: list[str],
         out, _ = smi.communicate()
         gpu_samples += [tuple(int(x) for x in line.split(",")) for line in out.splitlines() if line.count(",") == 1]
     return wall, r.stdout + r.stderr, r.returncode
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
 
 def job_intervals(log: str) -> dict[int, dict]:
@@ -71,6 +79,17 @@ def job_intervals(log: str) -> dict[int, dict]:
             if int(m.group(1)) in jobs:
                 jobs[int(m.group(1))]["end"] = stamp
     return jobs
+
+
+def worker_jobs() -> dict[str, list[float]]:
+    """Seconds of each job the GPU workers served, by kind (run: a capture; time: a timing), from
+    their logs: the time a device was held for the work itself."""
+    kinds: dict[str, list[float]] = collections.defaultdict(list)
+    for log in WORKERS.glob("*.log"):
+        for line in log.read_text().splitlines():
+            if m := re.match(r"^\d\d:\d\d:\d\d (\S+) .*: exit -?\d+ in ([\d.]+) s", line):
+                kinds["time" if m.group(1) == "time" else "run"].append(float(m.group(2)))
+    return dict(kinds)
 
 
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
@@ -112,11 +131,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, help="stop the sweep after this many seconds")
     args = ap.parse_args()
 
+    shutil.rmtree(WORKERS, ignore_errors=True)
     samples: list = []
     wall, log, rc = snakemake(args.cores, args.configfile, args.targets, samples, args.timeout)
     if args.log:
         Path(args.log).write_text(log)
-    if rc != 0:
+    stopped = rc is None
+    if stopped:
+        print(f"snakemake stopped by --timeout {args.timeout:.0f} s: the figures are of the jobs done by then")
+    elif rc != 0:
         print(log[-4000:])
         print(f"snakemake failed (exit {rc}) after {wall:.0f} s")
         return 1
@@ -129,9 +152,10 @@ def main() -> int:
         devices[json.loads(record.read_text()).get("gpu")] += 1
     summary = ROOT / "results/summary.parquet"
     rows = pq.read_metadata(summary).num_rows if summary.exists() else None
+    cells = len(list(ROOT.glob("results/*_phase*.parquet")))
     start = rr_start_s()
     noop = []
-    for _ in range(args.noop_runs):
+    for _ in range(0 if stopped else args.noop_runs):
         t, out, rc = snakemake(args.cores, args.configfile, args.targets)
         if rc != 0 or "Nothing to be done" not in out:
             print(out[-3000:])
@@ -150,18 +174,25 @@ def main() -> int:
     # the share of the sweep's wall time some GPU job held its claim, and nvidia-smi's utilisation
     claimed = union_length(gpu_spans)
     busy = {str(g): statistics.mean(u for i, u in samples if i == g) for g in sorted({i for i, _ in samples})}
+    served = worker_jobs()
+    held = sum(sum(v) for v in served.values())
     figures = {
-        "wall_s": wall, "jobs": len(jobs), "per_rule": dict(per_rule), "summary_rows": rows,
+        "wall_s": wall, "stopped_by_timeout": stopped, "jobs": len(jobs), "per_rule": dict(per_rule), "summary_rows": rows, "cells": cells,
         "wall_per_job_s": wall / max(len(jobs), 1), "rr_start_s": start,
         "gpu_jobs": len(gpu_spans), "gpu_jobs_at_once": most_at_once(gpu_spans),
         "records_per_gpu": {str(k): v for k, v in devices.items()}, "noop_s": noop,
         "rule_job_s": dict(rule_s), "ptxas_s": compile_s, "timing_sampling_s": timing_s, "gpu_claimed_share": claimed / wall, "gpu_utilisation_pct": busy,
+        "worker_jobs": {k: {"jobs": len(v), "s": sum(v), "median_s": statistics.median(v)} for k, v in served.items()},
+        "worker_held_share": held / wall,
     }
     print(f"sweep: {wall:.1f} s wall, {len(jobs)} jobs, {wall / max(len(jobs), 1):.2f} s per job at --cores {args.cores}")
     print("jobs per rule: " + ", ".join(f"{r} {n}" for r, n in per_rule.most_common()))
-    print(f"rows in results/summary.parquet: {rows}; one `python3 -m rr` start-up: {start:.2f} s")
+    print(f"cells collected: {cells}; rows in results/summary.parquet: {rows}; one `python3 -m rr` start-up: {start:.2f} s")
     print(f"GPU jobs: {len(gpu_spans)}, at most {most_at_once(gpu_spans)} at once (1 s log resolution); a GPU "
           f"job running {claimed:.0f} s of the {wall:.0f} s ({claimed / wall:.0%})")
+    for kind, v in sorted(served.items()):
+        print(f"  GPU workers' {kind} jobs: {len(v)}, {sum(v):.0f} s, median {statistics.median(v):.3f} s")
+    print(f"  a worker serving a job {held:.0f} s of the {wall:.0f} s ({held / wall:.0%}; all GPUs summed)")
     print(f"ptxas (the compile records' compile_ms, summed): {compile_s:.0f} s; the timings' sampling: {timing_s:.0f} s")
     print("job seconds per rule: " + ", ".join(f"{r} {t:.0f}" for r, t in rule_s.most_common()))
     for g, u in busy.items():

@@ -357,12 +357,11 @@ def cmd_relaunch(args) -> int:
 def cmd_compare(args) -> int:
     import json
 
-    from rr.run.compare import compare_buffer, identical_buffer, same_file
-    from rr.run.frame import comparables
-    from rr.run.launch import LaunchError, load_buffer
+    from rr.run.frame import compare_runs
+    from rr.run.launch import LaunchError
 
     try:
-        la, lb = ({c.name: c for c in comparables(d)} for d in (args.a, args.b))
+        compared = compare_runs(args.a, args.b)
     except LaunchError as e:
         if args.record and args.output:  # a failed capture has no buffers: nothing to compare
             from rr.io import write_json
@@ -371,32 +370,16 @@ def cmd_compare(args) -> int:
             print(f"rr: nothing compared: {e}", file=sys.stderr)
             return 0
         raise UserError(str(e)) from None
-    # in order: a frame's final frame first, then what each layer writes, layer by layer
-    common = [name for name in la if name in lb]
-    if not common:
-        raise UserError(f"{args.a} and {args.b} have no buffer in common: the runs are not of one launch")
-    only = sorted(set(la) ^ set(lb))
-    if only:  # e.g. the probe buffer of a probe splice
-        print(f"rr: compared the {len(common)} buffers both runs have; not compared: {', '.join(only)}",
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    rows, layers, linked = compared.rows, compared.layers, compared.linked
+    if compared.only:  # e.g. the probe buffer of a probe splice
+        print(f"rr: compared the {len(rows)} buffers both runs have; not compared: {', '.join(compared.only)}",
               file=sys.stderr)
-    rows, layers, linked = [], {}, []
-    for name in common:
-        try:
-            if same_file(la[name].path, lb[name].path):  # a hard link to the reference's file (rr run --reference)
-                rows.append(identical_buffer(name, load_buffer(la[name].path, mmap=True), la[name].dtype))
-                linked.append(name)
-            else:
-                rows.append(compare_buffer(name, load_buffer(la[name].path), load_buffer(lb[name].path),
-                                           la[name].dtype))
-        except ValueError as e:
-            raise UserError(str(e)) from None
-        layers[name] = la[name].layer
     if linked:
-        print(f"rr: {len(linked)} of the {len(common)} buffers are one file in both runs (hard links): identical, "
+        print(f"rr: {len(linked)} of the {len(rows)} buffers are one file in both runs (hard links): identical, "
               "their bytes not compared", file=sys.stderr)
-    dicts = [{**r.as_dict(), **({"layer": layers[r.buffer]} if layers[r.buffer] else {})} for r in rows]
-    if dicts and "layer" in dicts[0]:
-        dicts[0]["final"] = True  # two frame runs: the first row is the final frame's
+    dicts = compared.records()
     if args.output:
         from rr.io import write_json
 
@@ -417,6 +400,21 @@ def cmd_compare(args) -> int:
             print(f"final frame {rows[0].buffer}: {'identical' if rows[0].identical else 'differs'}"
                   + (f"; first differing layer {layers[differing.buffer]} ({differing.buffer})" if differing else ""))
     return 0 if args.record or all(r.identical for r in rows) else 1
+
+
+def cmd_measure(args) -> int:
+    from rr.run.measure import Measurement, measure
+
+    for option, path in (("--reference", args.reference), ("--alone", args.alone)):
+        if path is not None and not Path(path).is_dir():
+            raise UserError(f"{path}: no such directory ({option})")
+    m = Measurement(Path(args.launch), Path(args.module), Path(args.reference), args.layer,
+                    Path(args.alone) if args.alone else None, args.backend, args.noise, args.time_limit, args.timeout)
+    records = measure(m, Path(args.output), args.recipe, args.keep, say=lambda line: print(line, flush=True))
+    failed = {kind.split(".")[0]: r for kind, r in records.items() if isinstance(r, dict) and r.get("status") != "ok"}
+    for kind, r in failed.items():
+        print(f"rr: {args.recipe}: {kind} {r['status']}: {r.get('message', '')}", file=sys.stderr)
+    return 0 if args.record or not failed else 1
 
 
 def cmd_time(args) -> int:
@@ -805,6 +803,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the record is written, whatever it says (for pipelines)")
     s.set_defaults(func=cmd_time, reads=("launch", "vs"))
+
+    s = sub.add_parser("measure", help="a splice measured whole: launched, captured, compared with the reference "
+                       "and (on cuda) timed, each record written as its own command writes it")
+    s.add_argument("launch", help="the layer's launch directory, or the frame layout")
+    s.add_argument("--module", required=True, help="the splice's module (a cubin on cuda, PTX on the cpu backend)")
+    s.add_argument("--reference", required=True, metavar="CAPTURE", help="the capture of the unspliced LAUNCH")
+    s.add_argument("--layer", help="for a frame: the layer the splice replaces")
+    s.add_argument("--alone", metavar="LAUNCH", help="for a frame on cuda: the layer alone from the reference "
+                   "(rr relaunch CAPTURE --layer L --extract); the splice's layer is also timed against it")
+    s.add_argument("--recipe", required=True, help="the recipe's name: the records are OUTPUT/<recipe>.<kind>.json")
+    s.add_argument("-o", "--output", required=True, help="the cell's directory, where the records go")
+    s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="cuda, cpu (no timing) or auto (default: %(default)s)")
+    s.add_argument("--noise", type=_noise, default=0.005, help="the timings' noise target (default: %(default)s)")
+    s.add_argument("--time-limit", type=_seconds, default=30.0,
+                   help="seconds of sampling at most, each timing (default: %(default)s)")
+    s.add_argument("--timeout", type=_seconds, default=3600, help="seconds before the capture is killed "
+                   "(default: %(default)s)")
+    s.add_argument("--keep", action="store_true", help="keep the splice's launch, capture and layer-alone "
+                   "directories beside the records (<recipe>.launch, .capture, .alone.launch)")
+    s.add_argument("--record", action="store_true",
+                   help="exit 0 once the records are written, whatever they say (for pipelines)")
+    s.set_defaults(func=cmd_measure, reads=("launch", "module", "reference", "alone"), writes="into")
 
     s = sub.add_parser("sample-launch", help="a launch directory for the sample kernel (random inputs)")
     s.add_argument("module", help="the sample kernel's PTX, or a corpus directory")

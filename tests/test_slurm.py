@@ -34,10 +34,11 @@ TARGET = "results/enc2_phase8.parquet"  # the README's main target
 SAMPLE_TARGET = "results/sample_phase2.parquet"
 RECIPES = ["isolate"]
 # the rules the profile sends to partition gpu; the main target's cell is a frame of the network
-# (capture_frame, then the splice's frame), the sample layer's a launch of its own (capture_reference)
-GPU_RULES = {"capture_reference", "capture_frame", "capture_splice", "time", "time_layer"}
-MAIN_GPU_RULES = {"capture_frame", "capture_splice"}  # the cpu backend times nothing
-SAMPLE_GPU_RULES = {"capture_reference", "capture_splice", "time"}
+# (capture_frame, then the splice's frame measured), the sample layer's a launch of its own
+# (capture_reference, then measure); on cuda a frame's splice is measure_in_frame (its layer alone too)
+GPU_RULES = {"capture_reference", "capture_frame", "measure", "measure_in_frame"}
+MAIN_GPU_RULES = {"capture_frame", "measure"}  # the cpu backend times nothing: not the layer alone either
+SAMPLE_GPU_RULES = {"capture_reference", "measure"}
 # what this test's node can give (its memory is this machine's), edited into the profile
 CPU_JOBS = {"mem_mb": 2000, "runtime": 20}
 GPU_JOBS = {"mem_mb": 3000, "runtime": 25}
@@ -219,7 +220,7 @@ def test_a_cancelled_job_fails_the_invocation_and_the_next_one_runs_it_again(run
     assert all(j["job_state"] == "COMPLETED" for j in again.jobs), _states(again.jobs)
     again_rules = {_rule(j) for j in again.jobs}
     # the cancelled capture again, and what waited on it; not what had finished before it ran
-    assert {"capture_frame", "launch_splice", "capture_splice", "compare", "collect"} <= again_rules, again_rules
+    assert {"capture_frame", "measure", "collect"} <= again_rules, again_rules
     # (what ran beside it, as the splice and its compile, may or may not have finished before it)
     assert not {"synth_engine", "extract", "frame_layout"} & again_rules, again_rules
 

@@ -204,19 +204,21 @@ def test_a_phase_the_layer_lacks_is_refused_with_its_phases(workdir):
     assert dry.returncode != 0 and "layer enc2 has no phase 39" in dry.stdout + dry.stderr
 
 
-def test_the_default_profile_limits_gpu_jobs_to_the_gpus_present(workdir):
+def test_the_default_profile_limits_gpu_jobs_by_the_gpus_present(workdir):
     from snakemake.profiles import ProfileConfigFileParser
 
     from rr.run.gpus import gpu_count
 
     with open(workdir / "profiles/default/config.yaml") as f:
         profile = ProfileConfigFileParser().parse(f)
-    assert profile["resources"] == [f"gpu={max(1, gpu_count())}"]
+    # three GPU jobs per device: one on it (its claim), the others' start-up and comparisons beside it
+    slots = 3 * max(1, gpu_count())
+    assert profile["resources"] == [f"gpu={slots}"]
     r = _snakemake(workdir, "results/sample/statements.parquet")
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     assert "Using workflow specific profile profiles/default" in out
-    assert re.search(rf"Provided resources: .*gpu\D+{max(1, gpu_count())}\b", out), out[:3000]
+    assert re.search(rf"Provided resources: .*gpu\D+{slots}\b", out), out[:3000]
     # a limit given on the command line wins over the profile's
     r = _snakemake(workdir, "-F", "results/sample/statements.parquet", "--resources", "gpu=3")
     assert re.search(r"Provided resources: .*gpu\D+3\b", r.stdout + r.stderr), r.stderr[-3000:]
@@ -227,16 +229,18 @@ def test_capture_and_timing_jobs_take_a_gpu_on_the_cuda_backend_only(workdir):
     assert _snakemake(workdir, "results/sample/descriptor.json").returncode == 0
     dry = _snakemake(workdir, "-n", "results/sample_phase2.parquet")
     jobs = _job_resources(dry.stdout + dry.stderr)
-    gpu_rules = {"capture_reference", "capture_splice", "time"}
+    gpu_rules = {"capture_reference", "measure"}
     assert gpu_rules <= set(jobs), dry.stdout[-3000:]
     for rule, resources in jobs.items():
         assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
+    assert "--backend cuda" in _snakemake(workdir, "-n", "-p", "results/sample_phase2.parquet").stdout
     _configure(workdir, backend="cpu")
-    dry = _snakemake(workdir, "-n", "results/sample_phase2.parquet")
-    jobs = _job_resources(dry.stdout + dry.stderr)
-    # the cpu backend gives no timing: no time job is scheduled (the rows say why)
-    assert "time" not in jobs and "compile_reference" in jobs
-    assert all("gpu=0" in jobs[rule] for rule in gpu_rules - {"time"})
+    dry = _snakemake(workdir, "-n", "-p", "results/sample_phase2.parquet")
+    out = dry.stdout + dry.stderr
+    jobs = _job_resources(out)
+    # the cpu backend gives no timing (the rows say why): its measure jobs time nothing
+    assert "compile_reference" in jobs and "--backend cpu" in out
+    assert all("gpu=0" in jobs[rule] for rule in gpu_rules)
 
 
 def test_a_frame_cell_on_the_cuda_backend_captures_frames_and_times_frame_and_layer(workdir):
@@ -247,13 +251,16 @@ def test_a_frame_cell_on_the_cuda_backend_captures_frames_and_times_frame_and_la
     dry = _snakemake(workdir, "-n", "-p", "results/enc2_phase8.parquet")
     out = dry.stdout + dry.stderr
     jobs = _job_resources(out)
-    gpu_rules = {"capture_frame", "capture_splice", "time", "time_layer"}
-    assert gpu_rules | {"frame_layout", "launch_splice", "layer_alone", "splice_alone"} <= set(jobs), out[-3000:]
-    assert "capture_reference" not in jobs and "launch" not in jobs  # no launch of enc2 alone
+    gpu_rules = {"capture_frame", "measure_in_frame"}
+    assert gpu_rules | {"frame_layout", "layer_alone"} <= set(jobs), out[-3000:]
+    assert "capture_reference" not in jobs and "launch" not in jobs and "measure" not in jobs  # no enc2 alone
     for rule, resources in jobs.items():
         assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
-    assert "relaunch results/frame/layout --layer enc2 --module" in out and "--resume" not in out
-    assert "rr time results/frame/layout --vs results/enc2/phase8/regen.launch" in out
+    assert ("rr measure results/frame/layout --module results/enc2/phase8/regen.cubin --reference "
+            "results/frame/reference --layer enc2") in out
+    assert "--alone results/enc2/alone.launch" in out
+    for record in ("run", "compare", "timing", "layer_timing"):
+        assert f"results/enc2/phase8/regen.{record}.json" in out
 
 
 def test_the_slurm_profile_asks_slurm_for_one_gpu_per_gpu_job(workdir):
@@ -268,7 +275,7 @@ def test_the_slurm_profile_asks_slurm_for_one_gpu_per_gpu_job(workdir):
     assert dry.returncode == 0 and "Using workflow specific profile profiles/slurm" in out, out[-3000:]
     for rule, line in _job_resources(out).items():
         resources = dict(kv.split("=", 1) for kv in line.removeprefix("resources:").replace(" ", "").split(","))
-        gpu_job = rule in {"capture_reference", "capture_splice", "capture_frame", "time", "time_layer"}
+        gpu_job = rule in {"capture_reference", "capture_frame", "measure", "measure_in_frame"}
         assert resources["slurm_partition"] == ("gpu" if gpu_job else "cpu"), (rule, line)
         # the executor plugin's own translation of the job's resources into sbatch arguments
         gres = set_gres_string(SimpleNamespace(resources={k: int(v) if v.isdigit() else v

@@ -394,6 +394,46 @@ def comparables(directory: str | Path) -> list[Comparable]:
             for n in order]
 
 
+@dataclass(frozen=True)
+class RunComparison:
+    """Two runs compared buffer by buffer (`compare_runs`)."""
+
+    rows: list  # rr.run.compare.BufferComparison, in comparables' order
+    layers: dict  # buffer -> the layer that writes it (None for a launch's)
+    linked: list  # buffers that are one file in both runs: identical, their bytes not read
+    only: list  # buffers one run has and the other not (a probe's): not compared
+
+    def records(self) -> list[dict]:
+        """The comparison as `rr compare --json` writes it: a frame's first row, the final frame's,
+        says so (`final`)."""
+        dicts = [{**r.as_dict(), **({"layer": self.layers[r.buffer]} if self.layers[r.buffer] else {})}
+                 for r in self.rows]
+        if dicts and "layer" in dicts[0]:
+            dicts[0]["final"] = True
+        return dicts
+
+
+def compare_runs(a: str | Path, b: str | Path) -> RunComparison:
+    """The buffers two runs of one launch or frame both have, compared (rr.run.compare): a
+    LaunchError when either is not a run (a failed capture has no buffers), a ValueError naming the
+    buffer when they are not runs of one launch."""
+    from rr.run.compare import compare_buffer, identical_buffer, same_file
+    from rr.run.launch import load_buffer  # looked up when called: what a test counts the reads of
+
+    la, lb = ({c.name: c for c in comparables(d)} for d in (a, b))
+    common = [name for name in la if name in lb]
+    if not common:
+        raise ValueError(f"{a} and {b} have no buffer in common: the runs are not of one launch")
+    rows, linked = [], []
+    for name in common:
+        if same_file(la[name].path, lb[name].path):  # a hard link to the reference's file (rr run --reference)
+            rows.append(identical_buffer(name, load_buffer(la[name].path, mmap=True), la[name].dtype))
+            linked.append(name)
+        else:
+            rows.append(compare_buffer(name, load_buffer(la[name].path), load_buffer(lb[name].path), la[name].dtype))
+    return RunComparison(rows, {name: la[name].layer for name in common}, linked, sorted(set(la) ^ set(lb)))
+
+
 def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Path | None = None) -> Launch:
     """One layer of a frame (a layout, or a run of one) as a launch directory of its own: its
     buffers as they are in `src` — after a run, what the layers before it left for it to read —

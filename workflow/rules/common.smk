@@ -169,35 +169,41 @@ def reference_capture(wildcards):
     return FRAME_REFERENCE if in_frame(wildcards) else f"results/{wildcards.layer}/reference"
 
 
-def cell_directory(path):
-    """A cell's capture or relaunch directory: with keep_captures false, a temp() output, removed
-    once every job that reads it (the comparison, the timings) has run; its records stay beside it."""
-    return directory(path) if config["keep_captures"] else temp(directory(path))
-
-
 def splice_module(wildcards):
     """What a splice's launches run: its compiled cubin on cuda, its PTX on the cpu backend."""
     return f"results/{wildcards.layer}/phase{wildcards.phase}/{wildcards.recipe}.{MODULE}"
 
 
-def splice_launch_inputs(wildcards):
-    """A splice's launch: the layer's launch, the spliced module and, for a frame on the cpu
-    backend, the reference capture the frame resumes from at the replaced layer."""
-    inputs = {
+def measure_inputs(wildcards):
+    """A splice's measurement: the layer's launch (or the frame layout), the spliced module and the
+    reference capture it is compared with (on the cpu backend a frame also resumes from it)."""
+    return {
         "launch": layer_launch_dir(wildcards),
         "module": splice_module(wildcards),
+        "reference": reference_capture(wildcards),
     }
-    if in_frame(wildcards) and BACKEND == "cpu":
-        inputs["reference"] = FRAME_REFERENCE
-    return inputs
 
 
-def relaunch_args(wildcards):
-    """rr relaunch's frame options: the layer replaced, and on the cpu backend where it resumes."""
-    if not in_frame(wildcards):
-        return ""
-    resume = f" --resume {FRAME_REFERENCE}" if BACKEND == "cpu" else ""
-    return f"--layer {wildcards.layer}{resume}"
+# The layers whose cells also time the splice's layer alone: a frame's, on cuda.
+TIMED_ALONE = sorted(FRAME_LAYERS) if BACKEND == "cuda" else []
+
+
+def layer_in(layers, member):
+    """A wildcard constraint: a layer name that is one of `layers` (member), or that is not."""
+    names = "|".join(layers) or "(?!)"  # (?!) matches nothing
+    return f"(?:{names})" if member else f"(?!(?:{names})(?![a-z0-9]))[a-z][a-z0-9]*"
+
+
+def measure_outputs(alone):
+    """The records rr measure writes for a recipe: the run, the comparison, on cuda the timing and,
+    for a frame's layer (`alone`), the layer's own timing."""
+    kinds = RECORDS[2:] + (("layer_timing.json",) if alone else ())
+    return {kind.split(".")[0]: f"results/{{layer}}/phase{{phase}}/{{recipe}}.{kind}" for kind in kinds}
+
+
+def layer_option(wildcards):
+    """rr measure's --layer: for a frame, the layer the splice replaces."""
+    return f"--layer {wildcards.layer}" if in_frame(wildcards) else ""
 
 
 def recipe_file(wildcards):
@@ -262,3 +268,20 @@ def descriptor_args(wildcards):
         f"--descriptor {layer}=results/{layer}/descriptor.json"
         for layer in LAYERS
     )
+
+
+# rr measure's options, shared by its two rules (run.smk)
+MEASURE_PARAMS = {
+    "code": CODE["run"],
+    "backend": BACKEND,
+    "noise": config["timing"]["noise"],
+    "limit": config["timing"]["time_limit_s"],
+    "layer": layer_option,
+    "cell": cell_dir,
+    "keep": "--keep" if config["keep_captures"] else "",
+}
+MEASURE = (
+    "python3 -m rr measure {input.launch} --module {input.module} --reference {input.reference} {params.layer}"
+    " --recipe {wildcards.recipe} --backend {params.backend} --noise {params.noise} --time-limit {params.limit}"
+    " --timeout 3600 {params.keep} --record -o {params.cell} > {log} 2>&1"
+)

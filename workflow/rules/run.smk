@@ -1,7 +1,7 @@
 # Run: the layer's reference launch and each splice on the same inputs, captured, compared and
 # timed; then one Parquet row per recipe. Every stage writes a record, also when it fails. A splice's
 # capture links the buffers it left as they were to the reference's files (rr run --reference), and
-# unless keep_captures its capture and launch directories go once read (common.smk: cell_directory).
+# unless keep_captures its capture and launch directories go once measured (rr measure --keep).
 
 
 rule launch:
@@ -106,82 +106,6 @@ rule compile_reference:
         " -o {output.cubin} > {log} 2>&1"
 
 
-rule launch_splice:
-    input:
-        unpack(splice_launch_inputs),
-    output:
-        cell_directory("results/{layer}/phase{phase}/{recipe}.launch"),
-    log:
-        "logs/launch/{layer}_phase{phase}_{recipe}.log",
-    conda:
-        "../envs/rr.yaml"
-    params:
-        code=CODE["run"],
-        frame=relaunch_args,
-    shell:
-        "python3 -m rr relaunch {input.launch} {params.frame} --module {input.module} --record -o {output}"
-        " > {log} 2>&1"
-
-
-rule capture_splice:
-    input:
-        launch="results/{layer}/phase{phase}/{recipe}.launch",
-        reference=reference_capture,
-    output:
-        capture=cell_directory("results/{layer}/phase{phase}/{recipe}.capture"),
-        record="results/{layer}/phase{phase}/{recipe}.run.json",
-    log:
-        "logs/capture/{layer}_phase{phase}_{recipe}.log",
-    conda:
-        "../envs/rr.yaml"
-    resources:
-        gpu=GPU,
-    params:
-        code=CODE["run"],
-        backend=BACKEND,
-    shell:
-        "python3 -m rr run {input.launch} --reference {input.reference} --backend {params.backend} --timeout 3600"
-        " --record -o {output.capture} > {log} 2>&1 && cp {output.capture}/run.json {output.record}"
-
-
-rule compare:
-    input:
-        reference=reference_capture,
-        capture="results/{layer}/phase{phase}/{recipe}.capture",
-    output:
-        "results/{layer}/phase{phase}/{recipe}.compare.json",
-    log:
-        "logs/compare/{layer}_phase{phase}_{recipe}.log",
-    conda:
-        "../envs/rr.yaml"
-    params:
-        code=CODE["run"],
-    shell:
-        "python3 -m rr compare {input.reference} {input.capture} --record -o {output} > {log} 2>&1"
-
-
-rule time:
-    input:
-        reference=layer_launch_dir,
-        splice="results/{layer}/phase{phase}/{recipe}.launch",
-    output:
-        "results/{layer}/phase{phase}/{recipe}.timing.json",
-    log:
-        "logs/time/{layer}_phase{phase}_{recipe}.log",
-    conda:
-        "../envs/rr.yaml"
-    resources:
-        gpu=GPU,
-    params:
-        code=CODE["run"],
-        backend=BACKEND,
-        noise=config["timing"]["noise"],
-        limit=config["timing"]["time_limit_s"],
-    shell:
-        "python3 -m rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
-        " --time-limit {params.limit} --record -o {output} > {log} 2>&1"
-
-
 rule layer_alone:
     input:
         FRAME_REFERENCE,
@@ -197,43 +121,47 @@ rule layer_alone:
         "python3 -m rr relaunch {input} --layer {wildcards.layer} --extract -o {output} > {log} 2>&1"
 
 
-rule splice_alone:
+# A splice measured whole (rr measure): launched, captured with the reference's unchanged buffers
+# linked, compared, and on cuda timed — in one job a recipe, the GPU claimed for each capture and
+# timing only (rr.run.gpus), so that a few such jobs per GPU (profiles/default) keep it busy. Two
+# rules, one record more for a frame's layer on cuda: its splice is also timed with the layer alone.
+rule measure:
+    wildcard_constraints:
+        layer=layer_in(TIMED_ALONE, False),
     input:
-        reference=FRAME_REFERENCE,
-        module=splice_module,
+        unpack(measure_inputs),
     output:
-        cell_directory("results/{layer}/phase{phase}/{recipe}.alone.launch"),
+        **measure_outputs(alone=False),
     log:
-        "logs/launch/{layer}_phase{phase}_{recipe}_alone.log",
-    conda:
-        "../envs/rr.yaml"
-    params:
-        code=CODE["run"],
-    shell:
-        "python3 -m rr relaunch {input.reference} --layer {wildcards.layer} --extract --module {input.module}"
-        " --record -o {output} > {log} 2>&1"
-
-
-rule time_layer:
-    input:
-        reference="results/{layer}/alone.launch",
-        splice="results/{layer}/phase{phase}/{recipe}.alone.launch",
-    output:
-        "results/{layer}/phase{phase}/{recipe}.layer_timing.json",
-    log:
-        "logs/time/{layer}_phase{phase}_{recipe}_layer.log",
+        "logs/measure/{layer}_phase{phase}_{recipe}.log",
     conda:
         "../envs/rr.yaml"
     resources:
         gpu=GPU,
     params:
-        code=CODE["run"],
-        backend=BACKEND,
-        noise=config["timing"]["noise"],
-        limit=config["timing"]["time_limit_s"],
+        **MEASURE_PARAMS,
     shell:
-        "python3 -m rr time {input.reference} --vs {input.splice} --backend {params.backend} --noise {params.noise}"
-        " --time-limit {params.limit} --record -o {output} > {log} 2>&1"
+        MEASURE
+
+
+rule measure_in_frame:
+    wildcard_constraints:
+        layer=layer_in(TIMED_ALONE, True),
+    input:
+        unpack(measure_inputs),
+        alone="results/{layer}/alone.launch",
+    output:
+        **measure_outputs(alone=True),
+    log:
+        "logs/measure/{layer}_phase{phase}_{recipe}.log",
+    conda:
+        "../envs/rr.yaml"
+    resources:
+        gpu=GPU,
+    params:
+        **MEASURE_PARAMS,
+    shell:
+        MEASURE + " --alone {input.alone}"
 
 
 rule collect:
