@@ -150,6 +150,10 @@ def test_an_enc2_cell_on_the_cpu_backend_end_to_end(workdir):
     _small_cpu_config(workdir, ["isolate", "regen"])
     r = _snakemake(workdir, "results/enc2_phase8.parquet")
     assert r.returncode == 0, r.stderr[-3000:]
+    # what the captures wait for goes before the splices and compiles (priority): on a sweep's
+    # node the GPU is not left idle while hundreds of ptxas run first
+    started = re.findall(r"^(?:local)?(?:rule|checkpoint) (\w+):$", r.stdout + r.stderr, flags=re.M)
+    assert started.index("capture_frame") < started.index("splice"), started
     rows = {row["recipe"]: row for row in pq.read_table(workdir / "results/enc2_phase8.parquet").to_pylist()}
     assert set(rows) == {"isolate", "regen"}
     for row in rows.values():

@@ -2,9 +2,13 @@
 # timed; then one Parquet row per recipe. Every stage writes a record, also when it fails. A splice's
 # capture links the buffers it left as they were to the reference's files (rr run --reference), and
 # unless keep_captures its capture and launch directories go once measured (rr measure --keep).
+# What the GPU waits for (the reference compiles, launches and captures) has the highest priority,
+# the GPU's own jobs the next: Snakemake otherwise ran a sweep's splices and compiles first, and
+# the GPU of a 4K sweep sat idle for its first seven minutes.
 
 
 rule launch:
+    priority: 20
     input:
         unpack(launch_inputs),
     output:
@@ -26,6 +30,7 @@ rule launch:
 
 
 rule frame_layout:
+    priority: 20
     input:
         unpack(frame_layout_inputs),
     output:
@@ -46,6 +51,7 @@ rule frame_layout:
 
 
 rule capture_frame:
+    priority: 20
     input:
         FRAME_LAYOUT,
     output:
@@ -66,6 +72,7 @@ rule capture_frame:
 
 
 rule capture_reference:
+    priority: 20
     input:
         "results/{layer}/launch",
     output:
@@ -86,6 +93,7 @@ rule capture_reference:
 
 
 rule compile_reference:
+    priority: 20
     input:
         index="resources/corpus/index.parquet",
     output:
@@ -107,6 +115,7 @@ rule compile_reference:
 
 
 rule layer_alone:
+    priority: 20
     input:
         FRAME_REFERENCE,
     output:
@@ -126,6 +135,7 @@ rule layer_alone:
 # timing only (rr.run.gpus), so that a few such jobs per GPU (profiles/default) keep it busy. Two
 # rules, one record more for a frame's layer on cuda: its splice is also timed with the layer alone.
 rule measure:
+    priority: 10
     wildcard_constraints:
         layer=layer_in(TIMED_ALONE, False),
     input:
@@ -145,6 +155,7 @@ rule measure:
 
 
 rule measure_in_frame:
+    priority: 10
     wildcard_constraints:
         layer=layer_in(TIMED_ALONE, True),
     input:
