@@ -7,7 +7,8 @@ its jobs per rule, the wall time per job, the start-up cost of one `python3 -m r
 every job pays), how many GPU jobs ran at once and on which devices (from the run and timing
 records' `gpu`), how long the GPU workers spent on captures and timings (their logs: what held a
 GPU), the rows written, then the wall time of `--noop-runs` reruns, each of which must say
-"Nothing to be done".
+"Nothing to be done". A sweep longer than one sitting goes in segments: `--timeout T` stops one,
+`--segment` goes on from there and adds up the segments' wall times in `--json`.
 """
 
 from __future__ import annotations
@@ -129,9 +130,17 @@ def main() -> int:
     ap.add_argument("--log", help="write Snakemake's log of the sweep here")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--timeout", type=float, help="stop the sweep after this many seconds")
+    ap.add_argument("--segment", action="store_true",
+                    help="go on with a sweep an earlier --timeout stopped: its workers' logs are kept, and the "
+                         "figures (--json) say how many segments and how much wall time the whole took so far")
     args = ap.parse_args()
 
-    shutil.rmtree(WORKERS, ignore_errors=True)
+    earlier = json.loads(Path(args.json).read_text()) if args.segment and args.json and Path(args.json).exists() \
+        else None
+    if args.segment:  # the segment before was killed at its --timeout: its lock is left
+        subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args.targets], cwd=ROOT, capture_output=True)
+    else:
+        shutil.rmtree(WORKERS, ignore_errors=True)
     samples: list = []
     wall, log, rc = snakemake(args.cores, args.configfile, args.targets, samples, args.timeout)
     if args.log:
@@ -200,6 +209,10 @@ def main() -> int:
     for device, n in devices.most_common():
         print(f"  records on GPU {device}: {n}")
     print("no-op reruns: " + ", ".join(f"{t:.2f} s" for t in noop))
+    if earlier is not None:  # the whole sweep so far: its segments' wall times, one after another
+        figures["segments_wall_s"] = earlier.get("segments_wall_s", [earlier["wall_s"]]) + [wall]
+        print(f"the sweep's {len(figures['segments_wall_s'])} segments: {sum(figures['segments_wall_s']):.0f} s "
+              "of wall time in all")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
