@@ -234,9 +234,10 @@ def cmd_splice(args) -> int:
 
         with atomic_paths(args.output, str(args.output) + ".splice.json") as (module, record):
             module.write_text("")
-            record.write_text(json_text({"status": "error", "message": str(e), "entry": args.entry,
-                                         "phase": args.phase, "recipe": recipe}))
-        print(f"rr: splice refused: {e}", file=sys.stderr)
+            record.write_text(json_text({"status": getattr(e, "status", "error"), "message": str(e),
+                                         "entry": args.entry, "phase": args.phase, "recipe": recipe}))
+        print(f"rr: {'the recipe does not apply' if getattr(e, 'status', '') == 'not_applicable' else 'splice refused'}"
+              f": {e}", file=sys.stderr)
         return 0
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
           f"s{record['cut']['last_stmt']}, {len(record['live_in'])} live-in, {len(record['live_out'])} live-out, "

@@ -201,6 +201,22 @@ def test_a_refused_splice_is_a_row_with_its_reason_and_fails_its_checks(tmp_path
     assert row["passed"] is False
 
 
+def test_a_recipe_that_does_not_apply_to_the_phase_is_a_row_saying_so_and_fails_nothing(tmp_path):
+    # the sample kernel's phase 1 reads its operands from memory: no pack or transpose of an
+    # accumulator for direct to build, which is not a failure of the splice
+    cell = tmp_path / "cell"
+    _rr("describe", str(SAMPLE), "--entry", ENTRY, "-o", str(tmp_path))
+    _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", "direct", "--phase", "1", "--record",
+        "-o", str(cell / "direct.ptx"))
+    _rr("collect", str(cell), "--layer", "sample", "--phase", "1", "--recipes", "direct", "--descriptor",
+        str(tmp_path / "descriptor.json"), "--module", str(SAMPLE), "-o", str(tmp_path / "cell.parquet"))
+    (row,) = pq.read_table(tmp_path / "cell.parquet").to_pylist()
+    assert row["splice_status"] == "not_applicable" and "neither operand is a pack or transpose" in row["splice_message"]
+    assert row["compile_status"] == row["capture_status"] == row["timing_status"] == "not_run"
+    assert "does not apply" in row["compile_message"]
+    assert all(c["passed"] is None for c in _checks(row).values()) and row["passed"] is None
+
+
 def test_on_the_cpu_backend_the_row_says_why_there_is_no_timing(tmp_path):
     _rr("describe", str(SAMPLE), "--entry", ENTRY, "-o", str(tmp_path))
     _rr("splice", str(SAMPLE), "--entry", ENTRY, "--recipe", "regen", "--phase", "1", "-o",

@@ -105,10 +105,11 @@ def test_the_identity_grid_colours_each_cell_by_its_check_verdict(report, tmp_pa
     assert _pixels(tmp_path / "passing/identity.png", "#2e7d32") > 0
 
 
-def test_a_cells_label_is_identity_the_worst_psnr_or_what_failed():
+def test_a_cells_label_is_identity_the_worst_psnr_what_failed_or_that_it_does_not_apply():
     assert outcome(_row(8, "isolate", None)) == (True, "=")
     assert outcome(_row(8, "f32acc", None, frame_identical=False, psnr_db=35.5, passed=False)) == (False, "35.5")
     assert outcome(_row(8, "regen", None, splice_status="error", passed=False)) == (False, "splice\nerror")
+    assert outcome(_row(8, "direct", None, splice_status="not_applicable", passed=None)) == (None, "n/a")
     assert outcome(_row(8, "regen", None, capture_status="fault", passed=False)) == (False, "capture\nfault")
     ptxas = [{"check": "ptxas", "passed": False, "value": None, "threshold": None, "detail": "compile_error"}]
     assert outcome(_row(8, "regen", None, checks=ptxas, passed=False, compile_status="not_run")) == (False, "ptxas")

@@ -173,7 +173,7 @@ def test_enc2_phase7_packs_convert_each_accumulator_once(enc2, tmp_path):
 
 
 @pytest.mark.parametrize("phase", [1, 9])
-def test_phases_without_an_accumulator_operand_are_refused_with_the_sources(enc2, tmp_path, phase):
+def test_phases_without_an_accumulator_operand_are_refused_as_not_applicable_with_the_sources(enc2, tmp_path, phase):
     r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", "direct", "--phase", phase, "-o", tmp_path / "x.ptx")
     assert r.returncode == 2 and r.stderr.startswith("rr: error: ")
     assert f"phase {phase}: A is " in r.stderr and "neither operand is a pack or transpose" in r.stderr
@@ -183,7 +183,8 @@ def test_phases_without_an_accumulator_operand_are_refused_with_the_sources(enc2
             tmp_path / "x.ptx", "--record")
     assert r.returncode == 0
     record = json.loads((tmp_path / "x.ptx.splice.json").read_text())
-    assert record["status"] == "error" and "neither operand is a pack or transpose" in record["message"]
+    assert record["status"] == "not_applicable" and "neither operand is a pack or transpose" in record["message"]
+    assert "rr: the recipe does not apply: phase" in r.stderr
 
 
 # -- nvcc-built kernels ---------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 measured and the threshold it was held to, and the row's verdict.
 
 A check whose stage did not run, or cannot run here (no ptxas, a capture the cpu backend does not
-interpret), is neither passed nor failed: `passed` is null and `detail` says why. A stage that ran
-and failed fails the checks that stand on it: a refused splice fails roundtrip and
+interpret), is neither passed nor failed: `passed` is null and `detail` says why — so is every
+check of a recipe that does not apply to the phase (splice status not_applicable: a direct splice
+of a phase without a pack or transpose operand). A stage that ran and failed fails the checks that
+stand on it: a refused splice fails roundtrip and
 outside_unchanged, a ptxas error fails ptxas, a faulting or hanging spliced kernel fails
 identical_output and psnr.
 """

@@ -173,8 +173,10 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
         return row
     if splice["status"] != "ok":
         row.update(splice_status=splice["status"], splice_message=splice.get("message", ""))
+        why = ("the recipe does not apply to this phase" if splice["status"] == "not_applicable"
+               else "the splice was refused")
         for stage in ("compile", "capture", "timing"):
-            _not_run(row, stage, "the splice was refused")
+            _not_run(row, stage, why)
         return row
     row.update(template=splice["template"], splice_status=splice["status"], splice_message="",
                stmts_cut=splice["cut"]["statements"], stmts_inserted=splice["inserted_statements"],

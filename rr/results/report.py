@@ -64,6 +64,8 @@ def outcome(row: dict) -> tuple[bool | None, str]:
         status = row.get(f"{stage}_status")
         if status in ("ok", None) or (stage == "compile" and status in ("no_ptxas", "not_run")):
             continue
+        if status == "not_applicable":  # the recipe is not for this phase: grey, not a failure
+            return passed, "n/a"
         return passed, f"{stage}\n{status.replace('_', ' ')}"
     failed = [c["check"] for c in row.get("checks") or [] if c["passed"] is False
               and c["check"] not in ("identical_output", "psnr")]
@@ -119,8 +121,8 @@ def _identity_figure(rows: list[dict], recipes: list[str], out: Path, plt) -> Pa
             side.set_visible(False)
     axes[-1, 0].set_xlabel("phase", loc="left")
     fig.suptitle("Check verdicts per layer and phase — green: every check passed, red: a check failed, grey: not "
-                 "all measured.\nLabel: = byte-identical frame; a number: the worst buffer's PSNR (dB); else "
-                 "the stage or check that failed.", fontsize=8, x=0.02, ha="left")
+                 "all measured.\nLabel: = byte-identical frame; a number: the worst buffer's PSNR (dB); n/a: the recipe "
+                 "does not apply to the phase; else the stage or check that failed.", fontsize=8, x=0.02, ha="left")
     return _save(fig, out / "identity.png", plt)
 
 

@@ -18,7 +18,13 @@ from rr.ptx.model import Directive, Function
 
 
 class SpliceError(ValueError):
-    """A splice that cannot be assembled; names the entry, the cut and the reason."""
+    """A splice that cannot be assembled; names the entry, the cut and the reason. `status`, as the
+    splice record gives it: error, or not_applicable for a phase the recipe is not for
+    (rr.templates.NotApplicable)."""
+
+    def __init__(self, message: str, status: str = "error"):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass

@@ -14,6 +14,7 @@ from rr.io import atomic_paths, json_text
 from rr.ptx import linearise, parse
 from rr.ptx.parser import read_text
 from rr.splice.assemble import SpliceError, assemble
+from rr.templates import NotApplicable
 from rr.splice.liveness import cut_liveness
 from rr.splice.recipe import Recipe
 
@@ -136,7 +137,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
             built = direct(flow, phases, epilogues, phase, recipe.params,
                            bool(recipe.with_epilogue_before or recipe.with_epilogue_after), register_types(function))
         except ValueError as e:
-            raise SpliceError(f"phase {phase}: {e}") from None
+            raise SpliceError(f"phase {phase}: {e}", "not_applicable" if isinstance(e, NotApplicable) else "error") \
+                from None
         first, last = built.first, built.last
     live = cut_liveness(function, statements, first, last)
     probe, extra_params, extra, result = None, [], {}, None

@@ -59,7 +59,7 @@ from rr.ptx import linearise, parse
 from rr.ptx.linearise import operands as statement_operands
 from rr.ptx.model import Block, Imm, Instruction, Reg, Vec, emit_items
 from rr.ptx.reaching import UNDEFINED
-from rr.templates import TemplateError
+from rr.templates import NotApplicable, TemplateError
 
 MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16"  # the PTX ISA's spelling; modifiers may come in any order
 _MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
@@ -502,7 +502,7 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         else:
             reasons.append(f"{role} is {what}")
     if not roles:
-        raise TemplateError(f"{' and '.join(reasons)}: neither operand is a pack or transpose of an earlier "
+        raise NotApplicable(f"{' and '.join(reasons)}: neither operand is a pack or transpose of an earlier "
                             "phase's accumulator, so there is no staging to build directly")
     statements = flow.statements
     mmas = [st for st in range(p.first_stmt, p.last_stmt + 1) if tracer.phase_of.get(st) == phase]
