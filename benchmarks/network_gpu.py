@@ -7,6 +7,7 @@ the frame's and each layer's time, and the isolated phase-8 splice of enc2 timed
     python benchmarks/network_gpu.py models --work DIR        # CPU: each layer against its model
     python benchmarks/network_gpu.py cells --work DIR         # GPU: every spliced cell as a frame
     python benchmarks/network_gpu.py timing --work DIR        # GPU: rr time, frame and layer
+    python benchmarks/network_gpu.py cost --work DIR          # GPU: where a timing's time goes (after timing)
 
 `prepare` (CPU only) makes the engine, the corpus, the frame layout, every layer's reference cubin
 and a frame directory launching them (`ref.frame`), then splices and compiles every cell with ptxas
@@ -343,9 +344,66 @@ def timing(args) -> None:
     (work / f"timing_{tag}.json").write_text(json.dumps(out, indent=1))
 
 
+# what `cost` reports of each timing: the cumulative seconds of these functions (cProfile), by label
+COST_PARTS = {
+    "read (frame.json, buffers)": ("read_resident",),
+    "instances": ("_instance_pairs",),
+    "  module loads": ("moduleLoadData",),
+    "  buffers and images": ("handle",),
+    "  of which images": ("_rgba16f_array",),
+    "statistics": ("instances_ratio",),
+}
+
+
+def _named(name: str, names) -> bool:
+    """A profile entry's function is one of `names`: a Python function by its name, a compiled one
+    (cupy's driver calls) by the last part of its `<built-in method a.b.name>`."""
+    bare = name.rstrip(">").replace(" ", ".").rsplit(".", 1)[-1]
+    return name in names or bare in names
+
+
+def cost(args) -> None:
+    """Where a timing's time goes, as the GPU worker spends it: the frame timing and the layer-alone
+    timing of `timing`'s directories, --repeats times in this one process with one Resident (the
+    worker's), each under cProfile; per timing its wall time, the parts above and the rest (warm-up
+    and sampling). With --free-pool the memory pool is emptied between timings, as the worker does."""
+    import cProfile
+    import gc
+    import pstats
+
+    import cupy
+
+    from rr.run.cuda import Resident
+    from rr.run.timing import time_pair
+
+    work = Path(args.work)
+    tag = f"{args.template}_{args.phase}"
+    resident = Resident()
+    rows = []
+    for repeat in range(args.repeats):
+        for label, a, b in (("frame", "ref.frame", f"{tag}.frame"), ("enc2", "enc2.alone", f"{tag}.alone")):
+            profile = cProfile.Profile()
+            t0 = time.perf_counter()
+            profile.enable()
+            record = time_pair(str(work / a), str(work / b), time_limit_s=args.time_limit, resident=resident)
+            profile.disable()
+            wall = time.perf_counter() - t0
+            stats = pstats.Stats(profile).stats  # (file, line, name) -> (cc, nc, tt, ct, callers)
+            parts = {part: sum(v[3] for (_, _, name), v in stats.items() if _named(name, names))
+                     for part, names in COST_PARTS.items()}
+            rows.append({"repeat": repeat, "timing": label, "wall_s": wall, "sampling_s": record["wall_s"],
+                         "rounds": record["rounds"], **parts})
+            log(f"{label} #{repeat}: {wall:.3f} s, sampling {record['wall_s']:.3f} s ({record['rounds']} rounds), "
+                + ", ".join(f"{k.strip()} {v:.3f}" for k, v in parts.items()))
+            gc.collect()
+            if args.free_pool:
+                cupy.get_default_memory_pool().free_all_blocks()
+    (work / f"cost_{tag}.json").write_text(json.dumps(rows, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["prepare", "reference", "models", "cells", "timing"])
+    ap.add_argument("stage", choices=["prepare", "reference", "models", "cells", "timing", "cost"])
     ap.add_argument("--work", required=True)
     ap.add_argument("--frame", default="3840x2160")
     ap.add_argument("--layers", nargs="*")
@@ -356,8 +414,11 @@ def main() -> None:
     ap.add_argument("--phase", type=int, default=8)
     ap.add_argument("--template", default="isolate", help="timing: the spliced cell's template")
     ap.add_argument("--time-limit", type=float, default=10)
+    ap.add_argument("--free-pool", action="store_true", help="cost: empty cupy's memory pool between timings")
     args = ap.parse_args()
-    {"prepare": prepare, "reference": reference, "models": models, "cells": cells, "timing": timing}[args.stage](args)
+    stages = {"prepare": prepare, "reference": reference, "models": models, "cells": cells, "timing": timing,
+              "cost": cost}
+    stages[args.stage](args)
 
 
 if __name__ == "__main__":
