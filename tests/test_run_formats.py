@@ -343,3 +343,22 @@ def test_ptxas_runs_below_the_callers_cpu_priority(tmp_path, monkeypatch):
     (tmp_path / "k.ptx").write_text(".version 8.0\n.target sm_90\n.address_size 64\n")
     compile_ptx(tmp_path / "k.ptx", tmp_path / "k.cubin")
     assert int((tmp_path / "ni").read_text()) == os.nice(0) + PTXAS_NICENESS
+
+
+def test_a_launch_description_is_validated_once_per_process_and_a_bad_one_every_time(tmp_path):
+    # a frame's layers are read several times a job (the same descriptions from one splice's
+    # frame to the next); the schema check of one that passed is not repeated, one that fails
+    # is refused with its message however often it is read
+    from rr.validation import _valid
+
+    struct_launch(tmp_path / "l")
+    _valid.cache_clear()
+    for _ in range(3):
+        read_launch(tmp_path / "l")
+    assert (_valid.cache_info().misses, _valid.cache_info().hits) == (1, 2)
+    raw = json.loads((tmp_path / "l" / "launch.json").read_text())
+    raw["block"] = [2048, 1, 1]
+    (tmp_path / "l" / "launch.json").write_text(json.dumps(raw))
+    for _ in range(2):
+        with pytest.raises(LaunchError, match=r"launch.json: block"):
+            read_launch(tmp_path / "l")

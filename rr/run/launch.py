@@ -194,10 +194,10 @@ def read_launch(directory: str | Path) -> Launch:
 def parse_launch(raw, directory: str | Path, where: str) -> Launch:
     """A launch description's JSON object checked as `read_launch` checks launch.json (a frame's
     layers use it for theirs); `where` names it in errors."""
-    from rr.validation import cut, schema, validate
+    from rr.validation import cut, validate_against
 
     directory = Path(directory)
-    validate(raw, schema("launch.schema.json"), where, LaunchError)
+    validate_against(raw, "launch.schema.json", where, LaunchError)
 
     def refuse(message: str):
         raise LaunchError(f"{where}: {message}")
