@@ -801,6 +801,13 @@ def _half_values(pairs: np.ndarray) -> np.ndarray:
     return v.reshape(*v.shape[:-2], -1)
 
 
+def _both_halves(a16: np.ndarray) -> np.ndarray:
+    """(…, 16) halfwords of A's rows → (2, …, 16) f64: the values of each HMMA's k (the even
+    halfwords, then the odd ones), both gathered at once."""
+    v = _pair_values().take(np.moveaxis(a16.reshape(*a16.shape[:-1], 8, 2), -1, 0), axis=0)
+    return v.reshape(*v.shape[:-2], 16)
+
+
 def _top_exponent(codes: np.ndarray) -> int | None:
     """The exponent of the largest magnitude among e4m3 codes (_NO_EXPONENT if all are zero);
     None where a NaN code is among them (its row's bound is not the largest code's)."""
@@ -826,31 +833,50 @@ def _rows_times(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
     return s if whole == m else np.concatenate([s, np.matmul(av[:, whole:], bv)], axis=1)
 
 
-def _half_products(a16, bt16, half: int, n: int, period: int, shared_a: bool) -> np.ndarray:
-    """(N, M, Q) f64: each of N warps' exact sum of one HMMA's products (halfwords `half` of A's
-    (…, M, 16) and Bᵀ's (…, Q, 16) code pairs), one matmul exact in f64. `period` P: warp w's B
-    is bt16[w % P] (P = N: every warp its own); `shared_a`: warps w and w + 1 … w + P − 1 (w a
-    multiple of P) share A, and a16 holds each group's once. Shared tiles are gathered once and
-    their warps multiplied as one product of many rows."""
-    m, q = a16.shape[-2], bt16.shape[-2]
+def _a_values(a16: np.ndarray, sharing: tuple, prep: dict) -> np.ndarray:
+    """(2, …) f64: A's values for both HMMA, laid out as `_half_products` multiplies them for
+    the chunk's sharing (every warp's A in order; each group's shared A once; or the warps
+    w % P == j together), gathered once and kept in `prep` for a caller that passes the same A
+    again."""
+    n, period, shared_a = sharing
+    key = "own" if period in (1, n) else ("shared", period) if shared_a else ("periodic", period)
+    av = prep.get(key)
+    if av is None:
+        if key == "own":
+            av = _both_halves(a16)  # (2, N, M, 16)
+        elif shared_a:
+            av = _both_halves(a16[::period])  # (2, N/P, M, 16)
+        else:
+            av = _both_halves(a16.reshape(-1, period, *a16.shape[1:]).transpose(1, 0, 2, 3))  # (2, P, N/P, M, 16)
+        prep[key] = av
+    return av
+
+
+def _half_products(av, bt16, half: int, n: int, period: int, shared_a: bool) -> np.ndarray:
+    """(N, M, Q) f64: each of N warps' exact sum of one HMMA's products (A's values `av` of the
+    half, as `_a_values` lays them out, and halfwords `half` of Bᵀ's (…, Q, 16) code pairs), one
+    matmul exact in f64. `period` P: warp w's B is bt16[w % P] (P = N: every warp its own);
+    `shared_a`: warps w and w + 1 … w + P − 1 (w a multiple of P) share A, and av holds each
+    group's once. Shared tiles are gathered once and their warps multiplied as one product of
+    many rows."""
+    m, q = av.shape[-2], bt16.shape[-2]
     bv = _half_values(bt16[..., half::2])  # (P, Q, 16): Bᵀ
     if period == n:  # every warp its own A and B
-        return np.matmul(_half_values(a16[..., half::2]), np.swapaxes(bv, -1, -2))
+        return np.matmul(av, np.swapaxes(bv, -1, -2))
     if shared_a:  # one A a group, its warps' B side by side: (N/P · M, 16) @ (16, P · Q)
         bv = np.ascontiguousarray(bv.reshape(1, -1, 16).transpose(0, 2, 1))  # numpy's BLAS path wants it so
-        s = _rows_times(_half_values(a16[..., half::2]).reshape(1, -1, 16), bv)
+        s = _rows_times(av.reshape(1, -1, 16), bv)
         return s.reshape(-1, m, period, q).transpose(0, 2, 1, 3).reshape(n, m, q)
     # warps w % P == j: (P, N/P · M, 16) @ (P, 16, Q)
-    av = _half_values(a16.reshape(-1, period, m, 16)[..., half::2].transpose(1, 0, 2, 3))
     s = _rows_times(av.reshape(period, -1, 16), np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
     return s.reshape(period, -1, m, q).transpose(1, 0, 2, 3).reshape(n, m, q)
 
 
-def _hmma_pairs(a16, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple):
+def _hmma_pairs(av, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple):
     """One HMMA where no term can reach the cut (the caller has bounded every exponent): the
     exact sum of the half's products and T, rounded to the accumulator's type and returned as
     f64. `small`: every sum is below 2^15 (no f16 overflow)."""
-    s = _half_products(a16, bt16, half, *sharing)
+    s = _half_products(av, bt16, half, *sharing)
     if t is None:
         s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
     else:
@@ -901,29 +927,62 @@ def mma_hmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rules: HmmaRules = SM9
     return d.reshape(batch + d.shape[-2:])
 
 
-def _mma_warps(a, b, c, rules: HmmaRules) -> np.ndarray:
+def mma_hmma_many(a: np.ndarray, bs: list, cs: list, rules: HmmaRules = SM90) -> list:
+    """`mma_hmma(a, b, c)` for each (b, c) of `bs` and `cs`, one A: (N, 16, 32), (N, 32, 8) and
+    (N, 16, 8) (a run of the interpreter's `mma` that multiply one A register set by several B).
+    Chunk by chunk of warps, A's values are gathered once for all of them, while in the caches."""
+    a = np.asarray(a, np.uint8)
+    bs, cs = [np.asarray(b, np.uint8) for b in bs], [np.asarray(c) for c in cs]
+    for b, c in zip(bs, cs):
+        if c.dtype not in (np.float16, np.float32):
+            raise TypeError(f"c must be float16 or float32, not {c.dtype}")
+        if not (a.ndim == b.ndim == c.ndim == 3 and a.shape[0] == b.shape[0] == c.shape[0]):
+            raise ValueError("mma_hmma_many takes (N, 16, 32), (N, 32, 8) and (N, 16, 8) operands of one N")
+    ds = [np.empty(c.shape, c.dtype) for c in cs]
+    for i in range(0, len(a), _MMA_CHUNK):
+        part = slice(i, i + _MMA_CHUNK)
+        prep: dict = {}
+        for b, c, d in zip(bs, cs, ds):
+            d[part] = _mma_warps(a[part], b[part], c[part], rules, prep)
+    return ds
+
+
+def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarray:
     """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8). Where no product
     of the batch and no T can reach 2^(width - 18) (real layers' operands: the largest codes'
     exponents bound every product's), nothing is cut, and each HMMA is one exact matmul on the
-    registers' halfword pairs; otherwise `_hmma` decides output by output."""
+    registers' halfword pairs; otherwise `_hmma` decides output by output.
+
+    `prep`: a dict kept for these warps' A, where what is derived from A alone is kept for a call
+    with the same A (mma_hmma_many)."""
     dtype = c.dtype.type
+    prep = {} if prep is None else prep
     limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
-    ea, eb = (0, 0) if limit is None else (_top_exponent(a), _top_exponent(b))
+    if limit is None:
+        ea, eb = 0, 0
+    else:
+        if "ea" not in prep:
+            prep["ea"] = _top_exponent(a)
+        ea, eb = prep["ea"], _top_exponent(b)
     uncut = limit is None or (ea is not None and eb is not None and ea + eb + (rules.exponent == "value") <= limit)
     if uncut:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
-        a16 = np.ascontiguousarray(a).view(np.uint16)
+        a16 = prep.get("a16")
+        if a16 is None:
+            a16 = prep["a16"] = np.ascontiguousarray(a).view(np.uint16)
         bt16 = np.ascontiguousarray(np.swapaxes(b, -1, -2)).view(np.uint16)
         period, shared_a = _sharing(a16, bt16)
         sharing = (len(a16), period, shared_a)
         bt16 = bt16[:period]
-        if shared_a:
-            a16 = a16[::period]
+        av = _a_values(a16, sharing, prep)
     # bounded: products below 2^(limit + 2) <= 2^10, sixteen of them and T below 2^15
     small = limit is not None and limit <= 8
+    # each product is below 2^(ea + eb + 2), sixteen of them below 2^(ea + eb + 6), and T (their
+    # sum rounded) at most that: where that is at most 2^limit, T is below 2^(limit + 1) unlooked
+    t_bounded = limit is None or (uncut and ea + eb + 6 <= limit)
     t = None  # the running accumulator, as f64 values of its type
     for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
-        if uncut and (t is None or limit is None or _below(t, limit)):
-            t = _hmma_pairs(a16, bt16, h, t, dtype, rules, small, sharing)
+        if uncut and (t is None or t_bounded or _below(t, limit)):
+            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing)
         else:
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
@@ -957,6 +1016,13 @@ def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90"
     if arch != "sm_90":
         raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
     return mma_hmma(a, b, c, SM90)
+
+
+def mma_sync_many(a: np.ndarray, bs: list, cs: list, *, arch: str = "sm_90") -> list:
+    """`mma_sync(a, b, c)` for each (b, c) of `bs` and `cs`, one A of (N, 16, 32) (`mma_hmma_many`)."""
+    if arch != "sm_90":
+        raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
+    return mma_hmma_many(a, bs, cs, SM90)
 
 
 # name → model: the cpu backend's `mma` (run records name it) and probe replay's

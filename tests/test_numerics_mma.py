@@ -311,3 +311,29 @@ def test_warps_that_share_b_or_a_tiles_give_what_each_gives_alone(period, shared
     whole = nx.mma_sync(a, b, c)
     alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, n, 23)])
     assert np.array_equal(whole[::23].view(np.uint16), alone.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_one_a_times_several_b_gives_what_each_mma_gives(dtype):
+    """`mma_sync_many` (the cpu backend's runs of mma with one A): A's values gathered once for
+    several (B, C) — B tiles shared by all warps, repeating every four warps (with A shared by
+    each four, or not), every warp its own, codes whose products may be cut, NaN codes, an
+    infinite C —
+    give each D that `mma_sync` gives (1100 warps: three chunks, the last short)."""
+    rng = np.random.default_rng(12)
+    n = 1100
+    a = np.repeat(_small_codes(rng, (n // 4, 16, 32), 0x58), 4, axis=0)
+    bs = [np.tile(_small_codes(rng, (1, 32, 8), 0x48), (n, 1, 1)),
+          np.tile(_small_codes(rng, (4, 32, 8), 0x48), (n // 4, 1, 1)),
+          _small_codes(rng, (n, 32, 8), 0x48),
+          rng.integers(0, 256, (n, 32, 8), dtype=np.uint8),
+          _small_codes(rng, (n, 32, 8), 0x70)]
+    cs = [rng.normal(0, 4, (n, 16, 8)).astype(dtype) for _ in bs]
+    cs[2][::9, 1, 2] = np.inf
+    bs[4][::13, 5, 3] = 0x7F
+    mixed = np.where(rng.random((n, 1, 1)) < 0.1, rng.integers(0, 256, (n, 16, 32), dtype=np.uint8), a)
+    for a_ in (a, _small_codes(rng, (n, 16, 32), 0x58), mixed):
+        many = nx.mma_sync_many(a_, bs, cs)
+        for b, c, d in zip(bs, cs, many):
+            assert d.dtype == dtype
+            assert np.array_equal(d.view(BITS[dtype]), nx.mma_sync(a_, b, c).view(BITS[dtype]))

@@ -273,6 +273,40 @@ def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
             assert np.array_equal(got[i, j, :, 0], d[0][0]) and np.array_equal(got[i, j, :, 1], d[1][0])
 
 
+def test_runs_of_mma_with_one_a_give_what_the_statements_give_one_by_one(tmp_path, monkeypatch):
+    """Consecutive mma with the same A registers run as one (rr.run.cpu.semantics.fuse_mma_runs):
+    a run whose last statement accumulates in place into registers an earlier one read, and one
+    whose second D overwrites the first run's A; an mma reading an earlier one's D, a guarded
+    one, and one at a branch target each begin anew. 640 warps (two chunks of the model's), codes
+    small enough that nothing is cut in most, the full range in the rest: every D is what the
+    statements give run one at a time."""
+    from rr.ptx.parser import read_text
+    from rr.run.cpu import prepare
+    from rr.run.cpu import semantics
+
+    rng = np.random.default_rng(11)
+    threads = 160 * 128
+    codes = rng.integers(0, 256, (threads, 48), dtype=np.uint8)
+    small = np.repeat(rng.random(threads // 32) < 0.8, 32)[:, None]
+    codes = np.where(small, (codes & 0x80) | ((codes & 0x7F) % 0x50), codes)
+    c = rng.normal(0, 4, (threads, 8)).astype(np.float16).view(np.uint16)
+    words = np.concatenate([codes.view(np.uint32), c.view(np.uint32)], axis=1)
+    launch_of(tmp_path / "l", PTX / "mma_runs.ptx", "rr_test_mma_runs",
+              {"inp": (words, "in"), "out": (np.zeros((threads, 24), np.uint32), "out")}, grid=(160, 1, 1),
+              block=(128, 1, 1))
+    program, _ = prepare(read_text(PTX / "mma_runs.ptx"), "rr_test_mma_runs")
+    runs = [op.stmt for op in program.ops if op.run is semantics._skip]
+    assert len(runs) == 3  # the second and third of the first run, the second of the last
+    record, fused = run_cpu(tmp_path / "l")
+    monkeypatch.setattr("rr.run.cpu.fuse_mma_runs", lambda program: None)
+    alone_record, alone = run_cpu(tmp_path / "l")
+    assert np.array_equal(fused["out"], alone["out"])
+    assert record["lane_statements"] == alone_record["lane_statements"]
+    assert (fused["out"][:, :22] != 0).mean() > 0.9 and np.unique(fused["out"][:, :22]).size > 100000
+    guarded = fused["out"].reshape(-1, 4, 32, 24)[..., 10:12]  # D of the mma of every other warp
+    assert not guarded[:, 1::2].any() and guarded[:, ::2].all(axis=(-1, -2)).all()
+
+
 @pytest.fixture(scope="module")
 def enc2_small(tmp_path_factory) -> Path:
     return write_enc2(tmp_path_factory.mktemp("enc2") / "e", (16, 12))

@@ -20,7 +20,7 @@ from rr import numerics as nx
 from rr.ptx._bulk import no_gc
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.program import DecodeError, decode
-from rr.run.cpu.semantics import Ctx, Unsupported, compile_op
+from rr.run.cpu.semantics import Ctx, Unsupported, compile_op, fuse_mma_runs
 from rr.run.launch import load_buffers, module_kind, param_images, read_launch
 
 MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory
@@ -49,6 +49,7 @@ def prepare(module_text: str, entry: str):
                     op.run = compile_op(op, ctx)
         except Unsupported as e:
             raise CpuUnsupported(str(e)) from None
+        fuse_mma_runs(program)
     return program, ctx
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rr import numerics as nx
 from rr.run import fragments
 
 BUFFER_SHIFT = 40
@@ -375,14 +376,28 @@ class Machine:
 
 def mma_sync(m: Machine, op, mask, d_regs, a_regs, b_regs, c_regs) -> None:
     """One `mma.sync.aligned.m16n8k32.row.col` over every warp of the chunk."""
-    if mask is not None and not np.all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
-        raise ExecutionError(f"{op.where()}: mma.sync reached by part of a warp")
+    mma_sync_run(m, [op], mask, [(d_regs, a_regs, b_regs, c_regs)])
 
-    def w(name):
+
+def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
+    """A run of `mma.sync` statements (`ops`, their (D, A, B, C) registers `members`) that share
+    A's registers, none of whose registers is a D of an earlier one (rr.run.cpu.semantics.
+    fuse_mma_runs): each as `mma_sync`, every operand read before any D is written, and A's
+    fragments and values made once."""
+    if mask is not None and not np.all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
+        raise ExecutionError(f"{ops[0].where()}: mma.sync reached by part of a warp")
+
+    def w(name, op):
         return m.get(name, op).view(np.uint32).reshape(-1, 32)
-    a = fragments.a_matrix([w(r) for r in a_regs])
-    b = fragments.b_matrix([w(r) for r in b_regs])
-    c = fragments.c_matrix([w(r) for r in c_regs])
-    d = m.mma_model(a, b, c)  # the .f16 or .f32 form, by c's dtype
-    for name, value in zip(d_regs, fragments.d_registers(d)):
-        m.put(name, value.reshape(-1), mask)
+    a = fragments.a_matrix([w(r, ops[0]) for r in members[0][1]])
+    bs, cs = [], []
+    for op, (_, _, b_regs, c_regs) in zip(ops, members):  # in the statements' order
+        bs.append(fragments.b_matrix([w(r, op) for r in b_regs]))
+        cs.append(fragments.c_matrix([w(r, op) for r in c_regs]))
+    if m.mma_model is nx.mma_sync and len(ops) > 1:
+        ds = nx.mma_sync_many(a, bs, cs)
+    else:
+        ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
+    for (d_regs, _, _, _), d in zip(members, ds):
+        for name, value in zip(d_regs, fragments.d_registers(d)):
+            m.put(name, value.reshape(-1), mask)

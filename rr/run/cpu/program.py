@@ -68,6 +68,7 @@ class Op:
     run: object = None  # the compiled semantics of a plain op
     # an add/sub that ptxas fuses with the mul feeding it (_contract): (a, b, c, −a·b?, −c?) of one fma
     contract: tuple | None = None
+    contracted: bool = False  # a mul fused so: only that add reads its product, which it computes itself
 
     def where(self) -> str:
         return f"{self.func} s{self.stmt} (line {self.line}): {self.opcode}"
@@ -391,6 +392,7 @@ def _contract(program: Program) -> None:
                 continue
             subtract = op.opcode.startswith("sub")
             op.contract = (mul.operands[1], mul.operands[2], op.operands[2 - i], subtract and i == 1, subtract and i == 0)
+            mul.contracted = True
             op.reads = op.reads + tuple(mul.reads)  # the product's operands live until the fma
             break
 

@@ -10,6 +10,8 @@ instruction outside this set stops decoding with its statement, line and opcode.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from rr import numerics as nx
@@ -27,6 +29,7 @@ from rr.run.cpu.machine import (
     TYPES,
     ExecutionError,
     mma_sync,
+    mma_sync_run,
 )
 from rr.run.cpu.values import (
     Ctx,
@@ -43,6 +46,8 @@ from rr.run.cpu.values import (
 def compile_op(op, ctx: Ctx):
     if op.contract is not None:
         return _contracted(op, ctx)
+    if op.contracted:
+        return _contracted_mul(op, ctx)
     parts = op.opcode.split(".")
     base = parts[0]
     handler = _HANDLERS.get(base)
@@ -182,6 +187,20 @@ def _contracted(op, ctx):
         x, y, z = f16_lanes(ra, m), f16_lanes(rb, m), f16_lanes(rc, m)
         r = np.ascontiguousarray(nx.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
         m.put(d, r if typ == "f16" else r.view(np.uint32), mask)
+    return run
+
+
+def _contracted_mul(op, ctx):
+    """A mul that an add contracted (rr.run.cpu.program._contract): its product is read by that
+    add alone, which computes the fma from the mul's operands, so nothing is computed here; its
+    operands are read (for the record of registers read before any write)."""
+    typ = op_type(op.opcode.split("."))
+    rt = {"f16": "b16", "f16x2": "f16x2"}.get(typ, typ)
+    readers = [ctx.reader(x, rt, op) for x in op.operands[1:3]]
+
+    def run(m, mask):
+        for r in readers:
+            r(m)
     return run
 
 
@@ -605,11 +624,60 @@ def _movmatrix(op, parts, ctx):
     return run
 
 
+def _mma_registers(op) -> tuple:
+    """An mma's (D, A, B, C) register names."""
+    return tuple(dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
+
+
 def _mma(op, parts, ctx):
     if "m16n8k32" not in parts or "e4m3" not in parts:
         raise Unsupported(f"{op.opcode!r} (only m16n8k32 e4m3 mma)")
-    d, a, b, c = (dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
+    d, a, b, c = _mma_registers(op)
     return lambda m, mask: mma_sync(m, op, mask, d, a, b, c)
+
+
+def _skip(m, mask):
+    """A statement of a fused run whose work its run's first statement did."""
+
+
+def fuse_mma_runs(program) -> None:
+    """Consecutive `mma` statements of one form with the same A registers (a layer multiplies one
+    A by several B: enc2 has 630 mma in 179 such runs) run as one: the first computes them all
+    (rr.run.cpu.machine.mma_sync_run: A's fragments and values made once), the others do nothing.
+    A statement joins the run only where doing so changes nothing: no guard, no branch target,
+    call return or function start at it (so every thread reaches it through the run's first
+    statement, with the same mask), and none of its registers (D, A, B, C) is a D of an earlier
+    statement of the run (so reading all operands before writing any D reads what each read)."""
+    ops = program.ops
+    entries = {op.target for op in ops if op.target is not None} | set(program.func_start.values())
+    entries |= {op.pc + 1 for op in ops if op.call is not None}
+
+    def fusable(op) -> bool:
+        return (op.kind == "plain" and op.guard is None and op.contract is None and op.opcode.startswith("mma.")
+                and "m16n8k32" in op.opcode.split(".") and "e4m3" in op.opcode.split("."))
+
+    i = 0
+    while i < len(ops):
+        head = ops[i]
+        run = [head]
+        if fusable(head):
+            members = [_mma_registers(head)]
+            written = {r for r in members[0][0] if r is not None}
+            for op in itertools.islice(ops, i + 1, None):
+                if op.pc in entries or not fusable(op) or op.opcode != head.opcode:
+                    break
+                regs = _mma_registers(op)
+                touched = {r for group in regs for r in group if r is not None}
+                if regs[1] != members[0][1] or touched & written:
+                    break
+                run.append(op)
+                members.append(regs)
+                written |= {r for r in regs[0] if r is not None}
+        if len(run) > 1:
+            head.run = (lambda ops_, members_: lambda m, mask: mma_sync_run(m, ops_, mask, members_))(run, members)
+            for op in run[1:]:
+                op.run = _skip
+        i += len(run)
 
 
 def _block_check(m, op, mask):
