@@ -42,6 +42,57 @@ def test_fma_rounds_once_including_ties_broken_by_a_tiny_addend():
     assert np.array_equal(got.view(np.uint16), np.array(want, dtype=F16).view(np.uint16))
 
 
+def _fma_f64(a, b, c):
+    """f16 fma as rr.numerics computed it before it took f32 (the specification of its bits): the
+    product exact in f64, the sum rounded to odd in f64, then to f16."""
+    x, y, z = nx.f16_as_f64(a), nx.f16_as_f64(b), nx.f16_as_f64(c)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return nx.f16_of_f64(nx.round_to_odd_sum(x * y, z))
+
+
+def test_fma_in_f32_gives_the_bits_of_fma_in_f64():
+    """nx.fma rounds the f32 sum of the exact f32 product to odd; the same bits as rounding to odd
+    in f64, on: every pair of special and boundary operands (zeros, subnormals, the normal
+    extremes, infinities, quiet and signalling NaNs with payloads, both signs) with every addend
+    of them; every f16 bit pattern as a, against shifted b and c; random operands whose product
+    and addend are 8 to 40 binades apart; and ties: f32 sums at an f16 midpoint that the bits f32
+    drops break either way (counted, and where rounding the f32 sum gives another f16)."""
+    special = np.array([0x0000, 0x0001, 0x0002, 0x03FF, 0x0400, 0x0401, 0x3BFF, 0x3C00, 0x3C01, 0x3E00,
+                        0x4000, 0x7BFF, 0x7C00, 0x7C01, 0x7D55, 0x7E00, 0x7FFF, 0x1400, 0x2C01, 0x5800],
+                       np.uint16)
+    special = np.concatenate([special, special | np.uint16(0x8000)]).view(F16)
+    a, b, c = (x.ravel() for x in np.meshgrid(special, special, special, indexing="ij"))
+    assert np.array_equal(nx.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
+    every = np.arange(1 << 16, dtype=np.uint16).view(F16)
+    for shift, other in ((1, 777), (4099, 32768), (20000, 123)):
+        b, c = np.roll(every, shift), np.roll(every, other)
+        assert np.array_equal(nx.fma(every, b, c).view(np.uint16), _fma_f64(every, b, c).view(np.uint16))
+    rng = np.random.default_rng(21)
+    n = 1 << 19
+    a = (rng.integers(1, 2048, n) * 2.0 ** rng.integers(-24, 6, n) * rng.choice([-1, 1], n)).astype(F16)
+    b = (rng.integers(1, 2048, n) * 2.0 ** rng.integers(-24, 5, n)).astype(F16)
+    p = np.abs(a.astype(np.float64) * b.astype(np.float64))
+    with np.errstate(over="ignore"):  # some addends past f16's range: infinite
+        c = (p * 2.0 ** rng.integers(8, 41, n) * rng.uniform(1, 2, n) * rng.choice([-1, 1], n)).astype(F16)
+    # ties: c = ±(1 + j·2^-10)·2^e and a·b = 2^(e-11)·(1 − k²·2^-20), (1 + k·2^-10)(1 − k·2^-10) scaled:
+    # the f32 sum is the f16 midpoint next to c, the dropped −k²·2^(e−31) deciding the rounding
+    e, j, k = rng.integers(-10, 13, n), rng.integers(0, 1024, n), rng.integers(1, 12, n)
+    tie_c = ((1 + j * 2.0 ** -10) * 2.0 ** e * rng.choice([-1, 1], n)).astype(F16)
+    s1 = (e - 11) // 2
+    tie_a = ((1 + k * 2.0 ** -10) * 2.0 ** s1 * rng.choice([-1, 1], n)).astype(F16)
+    tie_b = ((1 - k * 2.0 ** -10) * 2.0 ** (e - 11 - s1)).astype(F16)
+    a, b, c = np.concatenate([a, tie_a]), np.concatenate([b, tie_b]), np.concatenate([c, tie_c])
+    assert np.array_equal(nx.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
+    x, y, z = nx.f16_as_f32(a), nx.f16_as_f32(b), nx.f16_as_f32(c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = x * y + z  # the f32 sum, nearest: a tie where it is an f16 midpoint (normal) and inexact
+        inexact = s.astype(np.float64) != x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
+    mid = ((s.view(np.uint32) & np.uint32(0x1FFF)) == 0x1000) & (np.abs(s) >= 2.0 ** -14) & np.isfinite(s)
+    ties = inexact & mid
+    assert np.count_nonzero(ties) > 100000
+    assert np.count_nonzero(nx.f16_of_f32(s[ties]).view(np.uint16) != nx.fma(a[ties], b[ties], c[ties]).view(np.uint16)) > 10000
+
+
 def test_f16_casts_are_numpys_on_every_binade_and_tie():
     """nx.f16_of_f32 / f16_of_f64 (an 11-bit split and a table, no element-wise f16 cast) give
     numpy's own cast: on every sign, exponent and 10-bit fraction of f32 with the lower 13 bits
