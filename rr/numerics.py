@@ -896,20 +896,33 @@ def _half_products(av, bt16, half: int, n: int, period: int, shared_a: bool) -> 
     return s.reshape(period, -1, m, q).transpose(1, 0, 2, 3).reshape(n, m, q)
 
 
-def _hmma_pairs(av, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple):
+def _hmma_pairs(av, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple, out=None):
     """One HMMA where no term can reach the cut (the caller has bounded every exponent): the
     exact sum of the half's products and T, rounded to the accumulator's type and returned as
-    f64. `small`: every sum is below 2^15 (no f16 overflow)."""
-    s = _half_products(av, bt16, half, *sharing)
-    if t is None:
-        s += 0.0  # a zero sum is +0 (the aligned sum is fixed point: it has no -0)
-    else:
-        s += t  # T is never -0, so neither is the sum
+    f64 (or in `out`, an f32 array, for the f16 sum of a small one). `small`: every sum is below
+    2^15 (no f16 overflow)."""
+    s = _half_products(av, bt16, half, *sharing)  # a new array: rounded in place
     if small and dtype == np.float16 and rules.f16 == "rn":
         # a multiple of 2^-18 below 2^15: below f16's normals it has at most 4 significant bits
-        # and f16 holds it, so the 11-bit rounding is f16's
-        return _split_f16(s)
+        # and f16 holds it, so the 11-bit rounding is f16's; a zero sum comes out +0 (the
+        # aligned sum is fixed point: it has no -0)
+        if t is not None:
+            s += t
+        return _split_f16_in_place(s, out)
+    if t is None:
+        s += 0.0  # a zero sum is +0
+    else:
+        s += t  # T is never -0, so neither is the sum
     return _round_sum(s, dtype, rules.f32 if dtype == np.float32 else rules.f16).astype(np.float64)
+
+
+def _split_f16_in_place(x: np.ndarray, out=None) -> np.ndarray:
+    """`_split_f16` of finite f64 below 2^17 that the caller lets go (x is overwritten), as
+    Veltkamp wrote it, γ + (x − γ) with γ = x·(2^42 + 1): the same value but +0 for −0. `out`:
+    where to put the result (an f32 array holds it exactly: 11 significant bits)."""
+    p = x * _SPLIT[x.dtype]
+    np.subtract(x, p, out=x)
+    return np.add(p, x, out=p if out is None else out)
 
 
 def _sharing(a16: np.ndarray, bt16: np.ndarray) -> tuple[int, bool]:
@@ -982,14 +995,13 @@ def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarra
     dtype = c.dtype.type
     prep = {} if prep is None else prep
     limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
-    if limit is None:
-        ea, eb = 0, 0
-    else:
+    ea = eb = 0
+    if limit is not None:
         if "ea" not in prep:
             prep["ea"] = _top_exponent(a)
-        ea, eb = prep["ea"], _top_exponent(b)
-    uncut = limit is None or (ea is not None and eb is not None and ea + eb + (rules.exponent == "value") <= limit)
-    if uncut:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
+        ea = prep["ea"]
+    uncut = False
+    if ea is not None:  # (N, 16, 16) and Bᵀ (N, 8, 16) halfwords: the even ones hold the first HMMA's k
         a16 = prep.get("a16")
         if a16 is None:
             a16 = prep["a16"] = np.ascontiguousarray(a).view(np.uint16)
@@ -997,6 +1009,10 @@ def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarra
         period, shared_a = _sharing(a16, bt16)
         sharing = (len(a16), period, shared_a)
         bt16 = bt16[:period]
+        if limit is not None:  # every warp's B is one of the period's tiles
+            eb = _top_exponent(bt16.view(np.uint8))
+        uncut = limit is None or (eb is not None and ea + eb + (rules.exponent == "value") <= limit)
+    if uncut:
         av = _a_values(a16, sharing, prep)
     # bounded: products below 2^(limit + 2) <= 2^10, sixteen of them and T below 2^15
     small = limit is not None and limit <= 8
@@ -1006,12 +1022,13 @@ def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarra
     t = None  # the running accumulator, as f64 values of its type
     for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
         if uncut and (t is None or t_bounded or _below(t, limit)):
-            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing)
+            out = np.empty(c.shape, np.float32) if h == 1 and dtype == np.float16 else None  # T for HADD2
+            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing, out)
         else:
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
         if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`); an infinite C splits to NaN
-            s = t.astype(np.float32)
+            s = t if t.dtype == np.float32 else t.astype(np.float32)
             s += f16_as_f32(c)
             d = _f16_of_split(_split_f16(s).view(np.uint32)).view(F16)
         else:  # FADD: 53 >= 2·24 + 2

@@ -337,3 +337,18 @@ def test_one_a_times_several_b_gives_what_each_mma_gives(dtype):
         for b, c, d in zip(bs, cs, many):
             assert d.dtype == dtype
             assert np.array_equal(d.view(BITS[dtype]), nx.mma_sync(a_, b, c).view(BITS[dtype]))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_a_zero_sum_of_negative_products_is_plus_zero(dtype):
+    """Products that are all −0 (A's −0 codes times B's positive ones) sum to +0 in each HMMA
+    (the aligned sum is fixed point: it has no −0), so D = +0 + C is +0 for C = −0 — for one warp
+    and for a batch whose warps share B (the matmul path of every chunk)."""
+    for n in (1, 600):
+        a = np.full((n, 16, 32), 0x80, np.uint8)
+        b = np.full((n, 32, 8), 0x38, np.uint8)  # 1.0
+        c = np.full((n, 16, 8), -0.0, dtype)
+        d = nx.mma_sync(a, b, c)
+        assert not np.signbit(d).any() and not d.any()
+        many = nx.mma_sync_many(a, [b, b], [c, c])
+        assert all(not np.signbit(x).any() and not x.any() for x in many)
