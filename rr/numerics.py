@@ -94,21 +94,22 @@ _GRID = {np.dtype(np.float32): np.float32(0.75), np.dtype(np.float64): 1.5 * 2.0
 
 
 def _f16_of_float(x: np.ndarray) -> np.ndarray:
-    """f16 of f32 or f64 `x`, as numpy's cast: the 11-bit split's bits where it is at least
-    f16's smallest normal; below (nonzero), f16's subnormals are a fixed grid of 2^-24, to which
-    |x| + 1.5·2^(23 or 52 − 24) rounds it (its ulp is 2^-24); numpy's cast itself where the
-    result is ±inf or NaN (past f16's range, or past the split's: a signalling NaN stays
-    signalling)."""
-    with np.errstate(invalid="ignore", over="ignore"):  # and 0 - 1 wraps: a zero is not below
-        bits = _split_f16(x).astype(np.float32, copy=False).view(np.uint32)
-        h = np.asarray(_f16_of_split(bits))
-        tiny = ((bits & np.uint32(0x7FFFFFFF)) - np.uint32(1)) < np.uint32(0x38800000 - 1)
-        special = (h & np.uint16(0x7C00)) == np.uint16(0x7C00)
+    """f16 of f32 or f64 `x`, as numpy's cast: the 11-bit split's bits where they are above
+    f16's smallest normal; at or below it (zeros included: |x| < 2^-13 there), f16's values are
+    a fixed grid of 2^-24, to which |x| + 1.5·2^(23 or 52 − 24) rounds it (its ulp is 2^-24);
+    numpy's cast itself where the result is ±inf or NaN (past f16's range, or past the split's: a
+    signalling NaN stays signalling). Both are told by the split's f16 bits (half the bytes of
+    x's)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        h = np.asarray(_f16_of_split(_split_f16(x).astype(np.float32, copy=False).view(np.uint32)))
+    mag = h & np.uint16(0x7FFF)
+    tiny = mag <= np.uint16(0x0400)
+    special = mag >= np.uint16(0x7C00)
     if np.count_nonzero(tiny):
         at = np.flatnonzero(tiny)
         v = x.take(at)
         grid = np.abs(v) + _GRID[x.dtype]
-        grid -= _GRID[x.dtype]  # a multiple of 2^-24 below 2^-14: k·2^-24, k at most 1024
+        grid -= _GRID[x.dtype]  # a multiple of 2^-24 below 2^-13: k·2^-24, k at most 2048
         h.flat[at] = (grid * 2.0 ** 24).astype(np.uint16) | (np.signbit(v).astype(np.uint16) << np.uint16(15))
     if np.count_nonzero(special):
         at = np.flatnonzero(special)
@@ -166,13 +167,22 @@ def _odd_sum_f32(p, c) -> np.ndarray:
     is on the bits: +1 moves a magnitude away from zero, −1 toward it, so toward the exact sum is
     +1 where err and s have one sign (err · s > 0) and −1 where they differ (err · s < 0), none
     where err is 0 or NaN; a sum that is inexact is never 0."""
-    s = np.asarray(p + c)
+    s = p + c
+    shape = np.shape(s)
+    s = np.atleast_1d(s)  # arrays, written in place
     bb = s - p
-    err = (p - (s - bb)) + (c - bb)  # s + err == p + c exactly
-    side = err * s
-    step = (side > 0).view(np.int8) - (side < 0).view(np.int8)
+    err = s - bb
+    np.subtract(p, err, out=err)
+    np.subtract(c, bb, out=bb)
+    err += bb  # s + err == p + c exactly
+    err *= s
+    step = (err > 0).view(np.int8) - (err < 0).view(np.int8)
     bits = s.view(np.int32)
-    return (bits + (~bits & 1) * step).view(np.float32)
+    even = ~bits
+    even &= 1
+    even *= step
+    bits += even
+    return s.reshape(shape)
 
 
 def neg(a):
@@ -885,8 +895,8 @@ def _half_products(av, bt16, half: int, n: int, period: int, shared_a: bool) -> 
     many rows."""
     m, q = av.shape[-2], bt16.shape[-2]
     bv = _half_values(bt16[..., half::2])  # (P, Q, 16): Bᵀ
-    if period == n:  # every warp its own A and B
-        return np.matmul(av, np.swapaxes(bv, -1, -2))
+    if period == n:  # every warp its own A and B (numpy's batched matmul is faster on a contiguous B)
+        return np.matmul(av, np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
     if shared_a:  # one A a group, its warps' B side by side: (N/P · M, 16) @ (16, P · Q)
         bv = np.ascontiguousarray(bv.reshape(1, -1, 16).transpose(0, 2, 1))  # numpy's BLAS path wants it so
         s = _rows_times(av.reshape(1, -1, 16), bv)

@@ -273,6 +273,22 @@ def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
             assert np.array_equal(got[i, j, :, 0], d[0][0]) and np.array_equal(got[i, j, :, 1], d[1][0])
 
 
+def test_mov_packs_and_unpacks_words_low_part_first(tmp_path):
+    """mov.b64 {lo, hi} / mov.b32 {lo, hi} split a register into its parts (a sink skips one) and
+    mov.b32 r, {lo, hi} / mov.b64 joins them, the first part lowest; a guarded join writes only
+    its threads."""
+    rng = np.random.default_rng(13)
+    words = rng.integers(0, 1 << 64, 32, dtype=np.uint64, endpoint=False)
+    launch_of(tmp_path / "l", PTX / "mov_pack.ptx", "rr_test_mov_pack",
+              {"inp": (words, "in"), "out": (np.zeros((32, 4), np.uint32), "out")})
+    _, out = run_cpu(tmp_path / "l")
+    lo, hi = (words & 0xFFFFFFFF).astype(np.uint32), (words >> np.uint64(32)).astype(np.uint32)
+    rs1, rs2, rs3 = lo & 0xFFFF, lo >> 16, hi >> 16
+    r4 = rs2 | (rs1 << 16)
+    r6 = np.where(np.arange(32) < 16, rs1 | (rs3 << 16), 7).astype(np.uint32)
+    assert np.array_equal(out["out"], np.stack([r4, r6, r4, hi], axis=1))
+
+
 def test_runs_of_mma_with_one_a_give_what_the_statements_give_one_by_one(tmp_path, monkeypatch):
     """Consecutive mma with the same A registers run as one (rr.run.cpu.semantics.fuse_mma_runs):
     a run whose last statement accumulates in place into registers an earlier one read, and one

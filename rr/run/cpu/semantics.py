@@ -69,11 +69,11 @@ def _mov(op, parts, ctx):
         readers = [ctx.reader(x, {8: "b8", 16: "b16", 32: "b32"}[width], op) for x in s.items]
         out_t = BITS[np.dtype(TYPES[typ]).itemsize * 8]
 
-        def run(m, mask):
-            acc = np.zeros(m.n, out_t)
+        def run(m, mask):  # the items side by side, the first lowest (little-endian), one word a lane
+            out = np.empty((m.n, len(readers)), BITS[width])
             for i, r in enumerate(readers):
-                acc |= np.asarray(r(m)).astype(out_t) << out_t(width * i)
-            m.put(d.name, acc, mask)
+                out[:, i] = r(m)
+            m.put(d.name, out.view(out_t).reshape(m.n), mask)
         return run
     if isinstance(d, Vec):  # unpack
         names = dests(d)
@@ -81,11 +81,13 @@ def _mov(op, parts, ctx):
         src = ctx.reader(s, typ, op)
         wide = BITS[np.dtype(TYPES[typ]).itemsize * 8]
 
-        def run(m, mask):
-            v = np.asarray(src(m)).view(wide) if np.asarray(src(m)).dtype != wide else np.asarray(src(m))
+        def run(m, mask):  # a word's parts, the lowest first (little-endian)
+            v = np.asarray(src(m))
+            v = np.ascontiguousarray(np.broadcast_to(v if v.dtype == wide else v.view(wide), (m.n,)))
+            items = v.view(BITS[width]).reshape(m.n, len(names))
             for i, name in enumerate(names):
                 if name:
-                    m.put(name, ((v >> wide(width * i)) & wide((1 << width) - 1)).astype(BITS[width]), mask)
+                    m.put(name, items[:, i].copy(), mask)
         return run
     src = ctx.reader(s, typ, op)
     return lambda m, mask: m.put(d.name, src(m), mask)
