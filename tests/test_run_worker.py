@@ -140,3 +140,30 @@ def test_the_workers_resident_buffers_are_known_by_file_identity_not_by_path(tmp
         first[0] = 1
     assert resident.trim(None) == {"read": 2, "uploaded": 0, "reused": 0, "resident_bytes": 0}
     assert resident.counts == {"read": 0, "uploaded": 0, "reused": 0}
+
+
+def test_between_jobs_the_least_recently_used_buffers_go_first_until_the_rest_fit(tmp_path, monkeypatch):
+    # the device copies stand in as numpy arrays (a cupy that is numpy): three 1 KiB files, the
+    # first used again last; a 2 KiB budget drops the second, then the third
+    import types
+
+    from rr.run.cuda import Resident
+    from rr.run.launch import load_buffer, save_buffer
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.array))
+    resident = Resident()
+    paths = []
+    for name in ("x", "y", "z"):
+        save_buffer(tmp_path / f"{name}.npy", np.zeros(256, np.float32))
+        paths.append(tmp_path / f"{name}.npy")
+    for p in paths + paths[:1]:
+        resident.host(p, lambda p=p: load_buffer(p))
+        resident.device(p)
+    assert resident.trim(None)["resident_bytes"] == 3 * 1024
+    assert resident.trim(2048)["resident_bytes"] == 2048
+    resident.device(paths[0])  # still there: found, not uploaded
+    resident.device(paths[2])
+    assert resident.counts == {"read": 0, "uploaded": 0, "reused": 2}
+    with pytest.raises(KeyError):  # the second is gone from the host too: a job reads it afresh
+        resident.device(paths[1])
+    assert resident.trim(1024)["resident_bytes"] == 1024

@@ -112,12 +112,12 @@ class Resident:
     def trim(self, budget: int | None) -> dict:
         """Drop the least recently used files until the device copies fit in `budget` bytes (None:
         no bound); this job's counts (and the bytes kept), which start again from zero."""
-        if budget is not None:
-            while self._device and sum(d.nbytes for d in self._device.values()) > budget:
-                key = next(iter(self._device))
-                del self._device[key]
-                self._host.pop(key, None)
-        counts = {**self.counts, "resident_bytes": int(sum(d.nbytes for d in self._device.values()))}
+        kept = sum(d.nbytes for d in self._device.values())
+        while budget is not None and self._device and kept > budget:
+            key = next(iter(self._device))
+            kept -= self._device.pop(key).nbytes
+            self._host.pop(key, None)
+        counts = {**self.counts, "resident_bytes": int(kept)}
         self.counts = dict.fromkeys(self.counts, 0)
         return counts
 
