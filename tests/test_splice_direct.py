@@ -268,6 +268,22 @@ def test_an_operand_whose_packs_are_also_stored_is_refused(nvcc_ptx, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_on_nvcc_built_kernels_a_phase_without_a_staged_operand_does_not_apply_and_a_refused_one_is_an_error(
+        nvcc_ptx, tmp_path):
+    # transpose_d_loop's phase 1 (in its rolled loop, lanes threadIdx.x & 31) reads A and B from
+    # memory: not_applicable; pack_d_stored's phase 2 is a candidate whose packs are also stored:
+    # refused, an error with its reason
+    ptx = nvcc_ptx("transpose_d")
+    for entry, phase, status, says in (("transpose_d_loop", 1, "not_applicable", "neither operand is a pack"),
+                                       ("pack_d_stored", 2, "error", "also read outside the operand")):
+        out = tmp_path / f"{entry}.ptx"
+        r = _rr("splice", ptx, "--entry", entry, "--recipe", "direct", "--phase", phase, "--record", "-o", out)
+        assert r.returncode == 0, r.stderr
+        record = json.loads(Path(f"{out}.splice.json").read_text())
+        assert record["status"] == status and says in record["message"], record
+        assert out.read_text() == ""
+
+
 def test_a_recipe_that_widens_the_cut_is_refused(nvcc_ptx, tmp_path):
     recipe = tmp_path / "wide.yaml"
     recipe.write_text("name: wide\ndescription: x\ncut: {phase: 2, with_epilogue_before: 4}\ntemplate: {name: direct}\n")
