@@ -363,10 +363,12 @@ def _named(name: str, names) -> bool:
 
 
 def cost(args) -> None:
-    """Where a timing's time goes, as the GPU worker spends it: the frame timing and the layer-alone
-    timing of `timing`'s directories, --repeats times in this one process with one Resident (the
-    worker's), each under cProfile; per timing its wall time, the parts above and the rest (warm-up
-    and sampling). With --free-pool the memory pool is emptied between timings, as the worker does."""
+    """Where a GPU job's time goes, as the worker spends it: the spliced frame's capture against the
+    reference capture (as `rr measure` runs it), the frame timing and the layer-alone timing of
+    `timing`'s directories, --repeats times in this one process with one Resident (the worker's),
+    each under cProfile; per job its wall time, the parts above and the rest (warm-up and sampling),
+    and the last repeat's whole profile (cost_<tag>_<job>.txt). With --free-pool the memory pool is
+    emptied between jobs, as the worker does."""
     import cProfile
     import gc
     import pstats
@@ -376,16 +378,38 @@ def cost(args) -> None:
     from rr.run.cuda import Resident
     from rr.run.timing import time_pair
 
+    import io
+    import shutil
+
+    from rr.run.isolate import child_dispatch
+
     work = Path(args.work)
     tag = f"{args.template}_{args.phase}"
     resident = Resident()
+    reference = work / "ref.capture"  # what the sweep's captures are compared with on the device
+    if not reference.exists():
+        reference.mkdir()
+        child_dispatch(["cuda", str(work / "ref.frame"), str(reference), "", ""], resident)
+
+    def capture():
+        out = work / "cost.capture"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        code = child_dispatch(["cuda", str(work / f"{tag}.frame"), str(out), "", str(reference)], resident)
+        return {"wall_s": json.loads((out / "run.json").read_text())["times_ms"]["frame"] / 1e3, "rounds": code}
+
+    def timed(a, b):
+        return lambda: time_pair(str(work / a), str(work / b), time_limit_s=args.time_limit, resident=resident)
+
+    jobs = {"capture": capture, "frame": timed("ref.frame", f"{tag}.frame"),
+            "enc2": timed("enc2.alone", f"{tag}.alone")}
     rows = []
     for repeat in range(args.repeats):
-        for label, a, b in (("frame", "ref.frame", f"{tag}.frame"), ("enc2", "enc2.alone", f"{tag}.alone")):
+        for label, job in jobs.items():
             profile = cProfile.Profile()
             t0 = time.perf_counter()
             profile.enable()
-            record = time_pair(str(work / a), str(work / b), time_limit_s=args.time_limit, resident=resident)
+            record = job()
             profile.disable()
             wall = time.perf_counter() - t0
             stats = pstats.Stats(profile).stats  # (file, line, name) -> (cc, nc, tt, ct, callers)
@@ -395,6 +419,11 @@ def cost(args) -> None:
                          "rounds": record["rounds"], **parts})
             log(f"{label} #{repeat}: {wall:.3f} s, sampling {record['wall_s']:.3f} s ({record['rounds']} rounds), "
                 + ", ".join(f"{k.strip()} {v:.3f}" for k, v in parts.items()))
+            if repeat == args.repeats - 1:  # the whole profile of the last repeat, by cumulative time
+                text = io.StringIO()
+                pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(45)
+                (work / f"cost_{tag}_{label}.txt").write_text(text.getvalue())
+            resident.trim(None)
             gc.collect()
             if args.free_pool:
                 cupy.get_default_memory_pool().free_all_blocks()
