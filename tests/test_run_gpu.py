@@ -111,8 +111,8 @@ def test_twice_the_work_measures_close_to_twice_the_time(tmp_path):
 def test_a_second_run_finds_its_buffers_resident_in_the_worker_and_compares_on_the_device(tmp_path, child_kind):
     # the struct kernel's launch run twice, the second against the first as its reference: in the
     # worker its buffers are not read or uploaded again, and every output is a link to the
-    # reference's file (the global buffers a, b, d found equal on the device, the images tex and
-    # surf, in CUDA arrays, copied back and compared on the host)
+    # reference's file, found equal on the device (the global buffers a, b, d, and the images tex
+    # and surf copied out of their CUDA arrays there): nothing is copied back
     struct_launch(tmp_path / "l", height=8, scale=2.0)
     assert _rr("run", str(tmp_path / "l"), "--backend", "cuda", "-o", str(tmp_path / "ref")).returncode == 0
     r = _rr("run", str(tmp_path / "l"), "--backend", "cuda", "--reference", str(tmp_path / "ref"),
@@ -121,11 +121,28 @@ def test_a_second_run_finds_its_buffers_resident_in_the_worker_and_compares_on_t
     first, again = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("ref", "again"))
     assert first["resident"] == {"read": 5, "uploaded": 5, "reused": 0}
     if child_kind == "worker":
-        # the launch's five files are where the first job left them; the reference's three global
-        # buffers are read and uploaded once, to compare with on the device
-        assert again["resident"] == {"read": 3, "uploaded": 3, "reused": 5}
+        # the launch's five files are where the first job left them; the reference's five are
+        # read and uploaded once, to compare with on the device
+        assert again["resident"] == {"read": 5, "uploaded": 5, "reused": 5}
     else:
-        assert again["resident"] == {"read": 8, "uploaded": 8, "reused": 0}
+        assert again["resident"] == {"read": 10, "uploaded": 10, "reused": 0}
     assert sorted(again["linked_to_reference"]) == ["a", "b", "d", "surf", "tex"]
     for name in ("a", "b", "d", "surf", "tex"):
         assert (tmp_path / "again" / f"{name}.npy").stat().st_ino == (tmp_path / "ref" / f"{name}.npy").stat().st_ino
+
+
+def test_a_surface_written_otherwise_is_told_apart_on_the_device_and_copied_back(tmp_path, child_kind):
+    # the struct kernel at scale 3 against a capture at scale 2: the surface (3 · texture) differs
+    # and is saved from the device; the texture, a file of its own with the same bytes, and the
+    # global buffers are found equal and linked
+    struct_launch(tmp_path / "two", height=8, scale=2.0)
+    expected = struct_launch(tmp_path / "three", height=8, scale=3.0)
+    assert _rr("run", str(tmp_path / "two"), "--backend", "cuda", "-o", str(tmp_path / "ref")).returncode == 0
+    r = _rr("run", str(tmp_path / "three"), "--backend", "cuda", "--reference", str(tmp_path / "ref"),
+            "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert sorted(record["linked_to_reference"]) == ["a", "b", "d", "tex"]
+    surf = tmp_path / "out" / "surf.npy"
+    assert surf.stat().st_ino != (tmp_path / "ref" / "surf.npy").stat().st_ino
+    np.testing.assert_array_equal(np.load(surf), expected["surf"])

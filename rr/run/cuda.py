@@ -191,9 +191,9 @@ class DeviceBuffers:
     def same_as(self, name: str, source: Path, held: Path, resident: Resident) -> bool | None:
         """Whether buffer `name` (read from `source`) now holds what the .npy file `held` holds —
         shape, dtype and bytes — told without copying it back: on the device against `held`'s
-        resident copy, or, never having been on the device, by being one file with it. None where
-        the device cannot tell (an image in a CUDA array, a file that does not read): the host's
-        comparison (rr.run.launch.holds_buffer) decides."""
+        resident copy (an image copied out of its CUDA array there), or, never having been on the
+        device, by being one file with it. None where the device cannot tell (a file that does not
+        read): the host's comparison (rr.run.launch.holds_buffer) decides."""
         import cupy
 
         from rr.run.launch import LaunchError, load_buffer
@@ -202,15 +202,18 @@ class DeviceBuffers:
         try:
             if d is None:
                 return True if file_identity(source) == file_identity(held) else None
-            if not isinstance(d, cupy.ndarray):
-                return None
             ref = resident.host(held, lambda: load_buffer(held))
         except (OSError, LaunchError):
             return None
         host = self.arrays[name]
         if ref.dtype != host.dtype or ref.shape != host.shape:
             return False
-        return bool(cupy.array_equal(d, resident.device(held).view(cupy.uint8).ravel()))
+        if not isinstance(d, cupy.ndarray):  # an image: its CUDA array's texels, row after row
+            h, w, _ = host.shape
+            image = cupy.empty((h, w * 4), dtype=cupy.float16)
+            d.copy_to(image)
+            d = image
+        return bool(cupy.array_equal(d.view(cupy.uint8).ravel(), resident.device(held).view(cupy.uint8).ravel()))
 
     def copy_back(self, name: str) -> np.ndarray:
         """The buffer as the device holds it now (as it was read, if it never went there)."""

@@ -1,15 +1,18 @@
 """Timing a launch against another, in the manner of NVBench.
 
-Each side is prepared as several instances (separately allocated buffers, separately loaded
-modules), so that where a launch's memory and code happen to lie — an offset that is the same for
-every round of one pair of allocations and that no statistic of their rounds can see — varies
-between instances and enters the noise. After a warm-up the rounds visit the instance pairs in
-turn, each pair sampled A B, then B A at its next visit, so that a slow drift (clocks,
-temperature) falls on both alike and neither side always goes first. Before every sample the L2
-cache is flushed by a memset of an L2-sized buffer; each sample is the time between two CUDA
-events around the one launch. After each sample the SM clock is read (NVML) and a sample taken
-while the clock was below 90 % of the highest seen is dropped and counted as throttled, and so
-is the other sample of its round.
+Each side is prepared as several instances (separately loaded modules, separately allocated
+buffers), so that where a launch's code and memory happen to lie — an offset that is the same for
+every round of one instance and that no statistic of its rounds can see — varies between instances
+and enters the noise. The two sides of one instance pair share its buffers where they launch the
+same buffers (the same files, as a splice and its reference do): each pair's rounds then compare
+the two codes on one placement of the data, and the placements vary from pair to pair; each side
+always loads its own modules. After a short warm-up (every instance launched, at least 20 ms of
+launches) the rounds visit the instance pairs in turn, each pair sampled A B, then B A at its next
+visit, so that a slow drift (clocks, temperature) falls on both alike and neither side always goes
+first. Before every sample the L2 cache is flushed by a memset of an L2-sized buffer; each sample
+is the time between two CUDA events around the one launch. After each sample the SM clock is read
+(NVML) and a sample taken while the clock was below 90 % of the highest seen is dropped and counted
+as throttled, and so is the other sample of its round.
 
 The ratio of one instance pair is the trimmed mean of its rounds' ratios (B's sample over A's,
 both taken within microseconds of each other, so that what drifts cancels): a mean, not a median,
@@ -19,7 +22,10 @@ a moving-block bootstrap of the pair's rounds (blocks of consecutive rounds keep
 correlation in time). The ratio is the geometric mean of the pairs' ratios; its noise the larger
 of the pairs' standard error (their spread over √pairs, widened by Student's t for the few pairs
 there are) and what the bootstraps give. Sampling stops when that noise is under the target (and
-there are enough rounds), or at the time limit.
+there are enough rounds); or when the pairs' spread alone keeps it over the target while the
+bootstraps' part is already small beside it — more rounds do not move where the instances happen
+to lie, so the noise would stay where it is until the time limit (`stop` says which); or at the
+time limit.
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ BOOTSTRAP_SEED = 0  # the same samples give the same noise
 TRIM = 0.1  # the share of the rounds' ratios dropped at each end before their mean
 INSTANCES = 8  # instance pairs per timing, fewer when the device has not the memory
 MIN_ROUNDS_PER_PAIR = 8
+WARMUP_S = 0.02  # at least this long of warm-up launches (and every instance once)
 # Student's t at 97.5 % for 1..15 degrees of freedom, over the normal's 1.96: how much wider than
 # one standard error a pairs' mean is uncertain when the spread comes from so few of them
 _T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
@@ -128,24 +135,54 @@ def paired_ratio(a: list[float], b: list[float], resamples: int = BOOTSTRAP_RESA
     return ratio, float(np.std(means, ddof=1) / ratio)
 
 
-def instances_ratio(pairs: list[tuple[list[float], list[float]]], resamples: int = BOOTSTRAP_RESAMPLES,
-                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float, list[float]]:
-    """(ratio, relative noise, each pair's ratio) over instance pairs, each (a, b) its rounds'
-    paired samples: the geometric mean of the pairs' ratios (`paired_ratio`); the noise the larger
-    of their standard error — the spread of their logarithms over √pairs, times t(97.5 %)/1.96 for
-    pairs − 1 degrees of freedom, so that ratio ± 2·noise is about a 95 % interval even from a few
-    pairs — and the bootstraps' noise of the mean. One pair: its bootstrap noise (placement unseen)."""
+@dataclass(frozen=True)
+class PairsNoise:
+    """What the instance pairs' rounds say of the ratio (`pairs_noise`)."""
+
+    ratio: float  # the geometric mean of the pairs' ratios
+    between: float  # their standard error, Student-widened (0 for one pair: placement unseen)
+    within: float  # the bootstraps' noise of their mean
+    ratios: list  # each pair's ratio
+    # what `between` would come to with endless rounds: the pairs' spread less what their rounds'
+    # own noise adds to it (the pairs' variance is that of where they lie plus that of each mean)
+    floor: float
+
+    @property
+    def noise(self) -> float:
+        return max(self.between, self.within)
+
+    def floored_over(self, target: float) -> bool:
+        """Whether more rounds would leave the noise over `target`: the floor is over it, and the
+        rounds' own noise is already under half the pairs' spread (so that the floor, estimated
+        from that difference, is not a chance low reading of noisy rounds)."""
+        return self.floor >= target and self.within <= 0.5 * self.between
+
+
+def pairs_noise(pairs: list[tuple[list[float], list[float]]], resamples: int = BOOTSTRAP_RESAMPLES,
+                seed: int = BOOTSTRAP_SEED) -> PairsNoise:
+    """The ratio over instance pairs, each (a, b) its rounds' paired samples: the geometric mean of
+    the pairs' ratios (`paired_ratio`); its noise the larger of their standard error — the spread of
+    their logarithms over √pairs, times t(97.5 %)/1.96 for pairs − 1 degrees of freedom, so that
+    ratio ± 2·noise is about a 95 % interval even from a few pairs — and the bootstraps' noise of
+    the mean."""
     if not pairs:
         raise ValueError("no instance pairs")
     each = [paired_ratio(a, b, resamples, seed) for a, b in pairs]
     logs = np.log([r for r, _ in each])
-    ratio = float(np.exp(logs.mean()))
     within = math.sqrt(sum(n * n for _, n in each)) / len(each)
-    if len(each) < 2:
-        return ratio, within, [each[0][0]]
-    widen = _T_975[min(len(each) - 2, len(_T_975) - 1)] / 1.96
-    between = float(np.std(logs, ddof=1) / math.sqrt(len(each)) * widen)
-    return ratio, max(between, within), [r for r, _ in each]
+    between = floor = 0.0
+    if len(each) > 1:
+        widen = _T_975[min(len(each) - 2, len(_T_975) - 1)] / 1.96
+        between = float(np.std(logs, ddof=1) / math.sqrt(len(each)) * widen)
+        floor = math.sqrt(max(0.0, between ** 2 - (widen * within) ** 2))
+    return PairsNoise(float(np.exp(logs.mean())), between, within, [r for r, _ in each], floor)
+
+
+def instances_ratio(pairs: list[tuple[list[float], list[float]]], resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float, list[float]]:
+    """(ratio, relative noise, each pair's ratio) of `pairs_noise`."""
+    n = pairs_noise(pairs, resamples, seed)
+    return n.ratio, n.noise, n.ratios
 
 
 def _correlation_time(x: np.ndarray) -> float:
@@ -159,20 +196,28 @@ def _correlation_time(x: np.ndarray) -> float:
 
 class _Side:
     """One side of a timing: its launch (or frame) read once; `instance()` makes one more copy of
-    it ready on the device — its own buffers and its own module load — to be launched again and
-    again. The buffers' bytes are read and uploaded once (`Resident`, shared by both sides: what the
-    two share as files is read once, and in the GPU worker what earlier jobs read is there already)
-    and each instance's copied from there on the device."""
+    it ready on the device — its own module loads, and its own buffers unless given another
+    instance's — to be launched again and again. The buffers' bytes are read and uploaded once
+    (`Resident`, shared by both sides: what the two share as files is read once, and in the GPU
+    worker what earlier jobs read is there already) and each instance's copied from there on the
+    device."""
 
     def __init__(self, directory: str, resident: Resident):
         self.directory = directory
         self.frame, self.launch, self.arrays, self.sources = read_resident(directory, resident)
+        self.buffers = (self.frame or self.launch).buffers
 
-    def instance(self):
+    def launches_buffers_of(self, other: "_Side") -> bool:
+        """Whether this side launches the same buffers as `other`: the same names, files, roles and
+        formats, holding the same bytes (one resident array: one file, as a splice's hard links
+        and its reference's are)."""
+        return self.buffers == other.buffers and all(self.arrays[n] is other.arrays[n] for n in self.buffers)
+
+    def instance(self, device=None):
         from rr.run.cuda import DeviceBuffers
         from rr.run.frame import PreparedFrame
 
-        device = DeviceBuffers(dict(self.arrays), self.sources)
+        device = device or DeviceBuffers(dict(self.arrays), self.sources)
         if self.frame:
             return PreparedFrame(self.directory, self.frame, device=device)
         return PreparedLaunch(self.directory, self.launch, device)
@@ -180,37 +225,49 @@ class _Side:
 
 def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
     """Up to `wanted` instance pairs, as many as half the free device memory holds after the
-    first (whose footprint is measured)."""
+    first (whose footprint is measured); the second side on the first's buffers where it launches
+    the same ones."""
     import cupy
     from cupy.cuda import runtime
 
+    shared = sides[1].launches_buffers_of(sides[0])
+
+    def pair():
+        first = sides[0].instance()
+        return [first, sides[1].instance(first.device if shared else None)]
+
     free_before = runtime.memGetInfo()[0]
-    pairs = [[s.instance() for s in sides]]
+    pairs = [pair()]
     free_after = runtime.memGetInfo()[0]
     footprint = max(free_before - free_after, 1)
     fit = 1 + int(0.5 * free_after // footprint)
-    pairs += [[s.instance() for s in sides] for _ in range(min(wanted, fit) - 1)]
+    pairs += [pair() for _ in range(min(wanted, fit) - 1)]
     cupy.cuda.Device().synchronize()  # the copies ran on the null stream; the timing's stream does not wait for it
     return pairs
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
-              warmup: int = 5, min_samples: int = 50, instances: int = INSTANCES,
-              resident: Resident | None = None) -> dict:
+              warmup_s: float = WARMUP_S, min_samples: int = 50, instances: int = INSTANCES,
+              resident: Resident | None = None, min_rounds_per_pair: int = MIN_ROUNDS_PER_PAIR) -> dict:
     import cupy
     from cupy.cuda import runtime
 
     info = device_info()
     resident = resident or Resident()
-    pairs = _instance_pairs([_Side(dir_a, resident), _Side(dir_b, resident)], max(1, instances))
+    sides = [_Side(dir_a, resident), _Side(dir_b, resident)]
+    pairs = _instance_pairs(sides, max(1, instances))
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
-    for _ in range(warmup):
+    # warm-up: every instance launched (its code loaded: modules load lazily), for at least warmup_s
+    warm = time.perf_counter()
+    while True:
         for pair in pairs:
             for p in pair:
                 p.launch_async(stream.ptr)
-    stream.synchronize()
+        stream.synchronize()
+        if time.perf_counter() - warm >= warmup_s:
+            break
     # samples[e][i][k]: side i of instance pair e in that pair's k-th kept round
     samples: list[list[list[float]]] = [[[], []] for _ in pairs]
     throttled = [0, 0]
@@ -219,7 +276,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     t0 = time.perf_counter()
     rounds = 0
-    check_at = max(min_samples, MIN_ROUNDS_PER_PAIR * len(pairs))
+    check_at = max(min_samples, min_rounds_per_pair * len(pairs))
     while True:
         e, visit = rounds % len(pairs), rounds // len(pairs)
         order = (0, 1) if visit % 2 == 0 else (1, 0)  # each pair A B, then B A at its next visit
@@ -247,8 +304,12 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
         # the bootstrap at 10 % more rounds each time: its cost stays a small share of the sampling
         if kept >= check_at and all(len(x[0]) >= 2 for x in samples):
             check_at = max(check_at + 1, math.ceil(kept * 1.1))
-            if instances_ratio([tuple(x) for x in samples], resamples=200)[1] < noise_target:
+            noise = pairs_noise([tuple(x) for x in samples], resamples=200)
+            if noise.noise < noise_target:
                 stop = "noise target reached"
+                break
+            if noise.floored_over(noise_target):
+                stop = "the instance pairs' spread is over the noise target"
                 break
         if time.perf_counter() - t0 > time_limit_s:
             stop = "time limit reached"
@@ -258,14 +319,17 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
         raise AllThrottled(f"every one of the {rounds} rounds had a sample taken below 90 % of the highest SM "
                            f"clock seen ({peak} MHz): nothing to time")
     a, b = (_series([t for x in measured for t in x[i]], throttled[i]) for i in (0, 1))
-    ratio, ratio_noise, each = instances_ratio(measured)
+    noise = pairs_noise(measured)
     return {
         "status": "ok", "backend": "cuda", "stop": stop, "noise_target": noise_target,
-        "reference": asdict(a), "other": asdict(b), "ratio": ratio, "ratio_noise": ratio_noise,
-        "rounds": sum(len(x[0]) for x in measured), "instances": len(pairs), "instance_ratios": each,
-        "ratio_method": ("geometric mean over instance pairs (each side's own buffers and module load) of the "
-                         "trimmed mean of their rounds' paired ratios; noise: the larger of the pairs' standard "
-                         "error (Student-widened) and their moving-block bootstraps'"),
+        "reference": asdict(a), "other": asdict(b), "ratio": noise.ratio, "ratio_noise": noise.noise,
+        "ratio_noise_parts": {"between": noise.between, "within": noise.within, "floor": noise.floor},
+        "rounds": sum(len(x[0]) for x in measured), "instances": len(pairs), "instance_ratios": noise.ratios,
+        "shared_buffers": sides[1].launches_buffers_of(sides[0]),
+        "ratio_method": ("geometric mean over instance pairs (each side's own module loads; the pair's buffers "
+                         "shared where both sides launch the same) of the trimmed mean of their rounds' paired "
+                         "ratios; noise: the larger of the pairs' standard error (Student-widened) and their "
+                         "moving-block bootstraps'"),
         "device": {**info, "driver_version": nvml.driver_version()},
         "sm_clock_mhz": {"min": min(clocks), "max": max(clocks)} if clocks else None,
         "resident": dict(resident.counts),
