@@ -100,7 +100,10 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0  # the same samples give the same noise
 TRIM = 0.1  # the share of the rounds' ratios dropped at each end before their mean
 INSTANCES = 8  # instance pairs per timing, fewer when the device has not the memory
-MIN_ROUNDS_PER_PAIR = 8
+# rounds before a timing may stop: the A/A series on the H200 stay within 1 ± 2·noise in 19–20 of
+# 20 from 4 rounds a pair on (docs/benchmarks.md), the pairs' spread being most of the noise
+MIN_ROUNDS_PER_PAIR = 4
+MIN_ROUNDS = 32
 WARMUP_S = 0.02  # at least this long of warm-up launches (and every instance once)
 # Student's t at 97.5 % for 1..15 degrees of freedom, over the normal's 1.96: how much wider than
 # one standard error a pairs' mean is uncertain when the spread comes from so few of them
@@ -223,12 +226,23 @@ class _Side:
         return PreparedLaunch(self.directory, self.launch, device)
 
 
+def _device_memory() -> tuple[int, int]:
+    """(bytes free for new allocations, bytes taken): the driver's free memory and what cupy's
+    pool holds unused — a long-lived worker keeps its pool's blocks from one job to the next —
+    and what is allocated, in the pool or outside it (CUDA arrays, modules)."""
+    import cupy
+    from cupy.cuda import runtime
+
+    pool = cupy.get_default_memory_pool()
+    free, total = runtime.memGetInfo()
+    return free + pool.free_bytes(), total - free - pool.free_bytes()
+
+
 def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
     """Up to `wanted` instance pairs, as many as half the free device memory holds after the
     first (whose footprint is measured); the second side on the first's buffers where it launches
     the same ones."""
     import cupy
-    from cupy.cuda import runtime
 
     shared = sides[1].launches_buffers_of(sides[0])
 
@@ -236,18 +250,17 @@ def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
         first = sides[0].instance()
         return [first, sides[1].instance(first.device if shared else None)]
 
-    free_before = runtime.memGetInfo()[0]
+    taken_before = _device_memory()[1]
     pairs = [pair()]
-    free_after = runtime.memGetInfo()[0]
-    footprint = max(free_before - free_after, 1)
-    fit = 1 + int(0.5 * free_after // footprint)
+    free, taken = _device_memory()
+    fit = 1 + int(0.5 * free // max(taken - taken_before, 1))
     pairs += [pair() for _ in range(min(wanted, fit) - 1)]
     cupy.cuda.Device().synchronize()  # the copies ran on the null stream; the timing's stream does not wait for it
     return pairs
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
-              warmup_s: float = WARMUP_S, min_samples: int = 50, instances: int = INSTANCES,
+              warmup_s: float = WARMUP_S, min_samples: int = MIN_ROUNDS, instances: int = INSTANCES,
               resident: Resident | None = None, min_rounds_per_pair: int = MIN_ROUNDS_PER_PAIR) -> dict:
     import cupy
     from cupy.cuda import runtime
