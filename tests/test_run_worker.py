@@ -138,7 +138,7 @@ def test_the_workers_resident_buffers_are_known_by_file_identity_not_by_path(tmp
     assert reads == ["x.npy", "x.npy"] and resident.counts["read"] == 2
     with pytest.raises(ValueError):
         first[0] = 1
-    assert resident.trim(None) == {"read": 2, "uploaded": 0, "reused": 0, "resident_bytes": 0}
+    assert resident.trim(None) == {"read": 2, "uploaded": 0, "reused": 0, "resident_bytes": 0, "instances_bytes": 0}
     assert resident.counts == {"read": 0, "uploaded": 0, "reused": 0}
 
 
@@ -167,3 +167,22 @@ def test_between_jobs_the_least_recently_used_buffers_go_first_until_the_rest_fi
     with pytest.raises(KeyError):  # the second is gone from the host too: a job reads it afresh
         resident.device(paths[1])
     assert resident.trim(1024)["resident_bytes"] == 1024
+
+
+def test_kept_timing_instances_go_least_recently_used_first_when_over_their_budget():
+    # three sides' kept instances of 3, 2 and 1 GiB (stand-ins: what the timing appends), the
+    # first asked for again last: a 4 GiB budget drops the second; a 1 GiB one all but the second,
+    # asked for again and empty
+    from rr.run.cuda import Resident
+
+    resident = Resident()
+    for key, gib in (("frame", 3), ("enc2", 2), ("dec0", 1)):
+        kept = resident.kept(key)
+        kept.instances.append(object())
+        kept.nbytes += gib << 30
+    assert resident.kept("frame").instances  # kept, and now the most recently used
+    assert resident.trim(None, None)["instances_bytes"] == 6 << 30
+    assert resident.trim(None, 4 << 30)["instances_bytes"] == 4 << 30
+    assert not resident.kept("enc2").instances  # gone: the next timing of it makes them afresh
+    assert resident.trim(None, 4 << 30)["instances_bytes"] == 4 << 30  # the fresh, empty enc2 is nothing
+    assert resident.trim(None, 1 << 30)["instances_bytes"] == 0

@@ -11,6 +11,7 @@ caller down.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +76,16 @@ class Resident:
     def __init__(self):
         self._host: dict = {}  # identity -> numpy array, in order of last use
         self._device: dict = {}  # identity -> cupy array of the same bytes
+        self._kept: dict = {}  # a timing side's identity -> its Kept instances, in order of last use
         self.counts = {"read": 0, "uploaded": 0, "reused": 0}  # this job's, reset by trim()
+
+    def kept(self, key) -> "Kept":
+        """The prepared instances of a timing's side (rr.run.timing) kept from this worker's earlier
+        timings of it, to take and to add to: a sweep times every splice against the one reference
+        frame, and its instances — allocations, CUDA arrays, module loads — are made once."""
+        k = self._kept.pop(key, None) or Kept()
+        self._kept[key] = k  # now the most recently used
+        return k
 
     def host(self, path: Path, load) -> np.ndarray:
         """The buffer file's array, read by `load()` (which checks it) the first time."""
@@ -109,17 +119,29 @@ class Resident:
         """name -> the device copy of that buffer file (read by `host` first)."""
         return {name: self.device(path) for name, path in paths.items()}
 
-    def trim(self, budget: int | None) -> dict:
-        """Drop the least recently used files until the device copies fit in `budget` bytes (None:
+    def trim(self, budget: int | None, instances_budget: int | None = None) -> dict:
+        """Drop the least recently used files until the device copies fit in `budget` bytes, and
+        the least recently used sides' kept instances until theirs fit in `instances_budget` (None:
         no bound); this job's counts (and the bytes kept), which start again from zero."""
         kept = sum(d.nbytes for d in self._device.values())
         while budget is not None and self._device and kept > budget:
             key = next(iter(self._device))
             kept -= self._device.pop(key).nbytes
             self._host.pop(key, None)
-        counts = {**self.counts, "resident_bytes": int(kept)}
+        instances = sum(k.nbytes for k in self._kept.values())
+        while instances_budget is not None and self._kept and instances > instances_budget:
+            instances -= self._kept.pop(next(iter(self._kept))).nbytes
+        counts = {**self.counts, "resident_bytes": int(kept), "instances_bytes": int(instances)}
         self.counts = dict.fromkeys(self.counts, 0)
         return counts
+
+
+@dataclass
+class Kept:
+    """One timing side's prepared instances kept in a worker, and the device bytes they take."""
+
+    instances: list = field(default_factory=list)
+    nbytes: int = 0
 
 
 def file_identity(path: Path) -> tuple:
@@ -187,6 +209,25 @@ class DeviceBuffers:
             else:
                 self._objects[name, kind] = texture.SurfaceObject(res)
         return self._objects[name, kind].ptr
+
+    def restore(self) -> None:
+        """Every buffer made resident back to the bytes it was made from, on the device: a kept
+        timing instance, launched again and again by earlier timings, starts the next one as a
+        fresh instance would."""
+        import cupy
+
+        for name, d in self.memory.items():
+            src = self.sources.get(name)
+            if src is None:
+                src = self.arrays[name]
+            if isinstance(d, cupy.ndarray):
+                if isinstance(src, np.ndarray):
+                    d.set(np.ascontiguousarray(src).view(np.uint8).ravel())
+                else:
+                    d[...] = src.view(cupy.uint8).ravel()
+            else:
+                h, w, _ = self.arrays[name].shape
+                d.copy_from((np.ascontiguousarray(src) if isinstance(src, np.ndarray) else src).reshape(h, w * 4))
 
     def same_as(self, name: str, source: Path, held: Path, resident: Resident) -> bool | None:
         """Whether buffer `name` (read from `source`) now holds what the .npy file `held` holds —

@@ -6,7 +6,9 @@ every round of one instance and that no statistic of its rounds can see — vari
 and enters the noise. The two sides of one instance pair share its buffers where they launch the
 same buffers (the same files, as a splice and its reference do): each pair's rounds then compare
 the two codes on one placement of the data, and the placements vary from pair to pair; each side
-always loads its own modules. After a short warm-up (every instance launched, at least 20 ms of
+always loads its own modules. In the GPU worker the first side's instances are kept from one
+timing of it to the next (a sweep times every splice against one reference), their buffers
+restored from the files' bytes before each. After a short warm-up (every instance launched, at least 20 ms of
 launches) the rounds visit the instance pairs in turn, each pair sampled A B, then B A at its next
 visit, so that a slow drift (clocks, temperature) falls on both alike and neither side always goes
 first. Before every sample the L2 cache is flushed by a memset of an L2-sized buffer; each sample
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -39,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.cuda import PreparedLaunch, Resident, device_info, read_resident
+from rr.run.cuda import PreparedLaunch, Resident, device_info, file_identity, read_resident
 
 
 class _Nvml:
@@ -209,6 +212,11 @@ class _Side:
         self.directory = directory
         self.frame, self.launch, self.arrays, self.sources = read_resident(directory, resident)
         self.buffers = (self.frame or self.launch).buffers
+        # what the instances are made of, as it is now: the directory, every file in it and every
+        # buffer file it names (which may lie elsewhere)
+        self.key = (str(Path(directory).resolve()),
+                    frozenset((e.name, file_identity(e.path)) for e in os.scandir(directory) if e.is_file()),
+                    tuple(sorted((n, file_identity(Path(directory) / b.file)) for n, b in self.buffers.items())))
 
     def launches_buffers_of(self, other: "_Side") -> bool:
         """Whether this side launches the same buffers as `other`: the same names, files, roles and
@@ -238,25 +246,47 @@ def _device_memory() -> tuple[int, int]:
     return free + pool.free_bytes(), total - free - pool.free_bytes()
 
 
-def _instance_pairs(sides: list[_Side], wanted: int) -> list[list]:
+def _instance_pairs(sides: list[_Side], wanted: int, resident: Resident) -> tuple[list[list], int]:
     """Up to `wanted` instance pairs, as many as half the free device memory holds after the
     first (whose footprint is measured); the second side on the first's buffers where it launches
-    the same ones."""
+    the same ones. The first side's instances are those `resident` kept from earlier timings of
+    it, their buffers restored, and those made here are kept for the next; also returns how many
+    were kept ones."""
     import cupy
 
     shared = sides[1].launches_buffers_of(sides[0])
+    kept = resident.kept(sides[0].key)
+    reused = min(wanted, len(kept.instances))
+    for a in kept.instances[:reused]:
+        a.device.restore()
 
-    def pair():
-        first = sides[0].instance()
-        return [first, sides[1].instance(first.device if shared else None)]
+    def first(i: int):
+        if i < len(kept.instances):
+            return kept.instances[i]
+        before = _device_memory()[1]
+        a = sides[0].instance()
+        kept.instances.append(a)
+        kept.nbytes += max(_device_memory()[1] - before, 0)
+        return a
 
-    taken_before = _device_memory()[1]
-    pairs = [pair()]
+    def pair(i: int):
+        a = first(i)
+        return [a, sides[1].instance(a.device if shared else None)]
+
+    taken_before, kept_before = _device_memory()[1], kept.nbytes
+    pairs = [pair(0)]
     free, taken = _device_memory()
-    fit = 1 + int(0.5 * free // max(taken - taken_before, 1))
-    pairs += [pair() for _ in range(min(wanted, fit) - 1)]
+    second = max(taken - taken_before - (kept.nbytes - kept_before), 1)  # the second side's footprint
+    first_side = kept.nbytes / len(kept.instances)  # a first side's, made here or earlier
+    room = 0.5 * free
+    while len(pairs) < wanted:
+        need = second + (first_side if len(pairs) >= len(kept.instances) else 0)
+        if need > room:
+            break
+        room -= need
+        pairs.append(pair(len(pairs)))
     cupy.cuda.Device().synchronize()  # the copies ran on the null stream; the timing's stream does not wait for it
-    return pairs
+    return pairs, reused
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
@@ -268,7 +298,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     info = device_info()
     resident = resident or Resident()
     sides = [_Side(dir_a, resident), _Side(dir_b, resident)]
-    pairs = _instance_pairs(sides, max(1, instances))
+    pairs, reused = _instance_pairs(sides, max(1, instances), resident)
     stream = cupy.cuda.Stream(non_blocking=True)
     l2 = cupy.empty(max(int(info.get("l2_bytes") or 0), 1 << 20) * 2, dtype=cupy.uint8)
     nvml = _Nvml(info["uuid"])
@@ -338,6 +368,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
         "reference": asdict(a), "other": asdict(b), "ratio": noise.ratio, "ratio_noise": noise.noise,
         "ratio_noise_parts": {"between": noise.between, "within": noise.within, "floor": noise.floor},
         "rounds": sum(len(x[0]) for x in measured), "instances": len(pairs), "instance_ratios": noise.ratios,
+        "instances_kept": reused,
         "shared_buffers": sides[1].launches_buffers_of(sides[0]),
         "ratio_method": ("geometric mean over instance pairs (each side's own module loads; the pair's buffers "
                          "shared where both sides launch the same) of the trimmed mean of their rounds' paired "

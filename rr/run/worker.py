@@ -13,8 +13,12 @@ parent's records, atomic outputs and cache semantics are unchanged.
 The worker keeps what its jobs read (rr.run.cuda.Resident): the buffer files of a frame layout,
 of its splices (hard links to the layout's) and of the reference capture are read and uploaded by
 the first job and found on the device by the next ones — a capture compares its outputs with the
-reference's there, and copies back only what differs. What is kept is bounded (RR_RESIDENT_BYTES,
-default a quarter of the device's memory up to 8 GiB), least recently used out, between jobs.
+reference's there, and copies back only what differs. A timing's first side — the reference frame
+or layer every splice is timed against — keeps its prepared instances (allocations, CUDA arrays,
+module loads) for the next timing of it, which restores their buffers from the files' bytes on the
+device instead of making them again. What is kept is bounded (RR_RESIDENT_BYTES, default a
+quarter of the device's memory up to 8 GiB, for the files; RR_INSTANCES_BYTES, a quarter up to
+16 GiB, for the instances), least recently used out, between jobs.
 
 Fault isolation is kept: a job that ends in a fault (status fault, an illegal address may have
 left the context unusable) or that the worker cannot report is the worker's last — it exits after
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import io
 import json
@@ -45,6 +50,7 @@ ENABLE_ENV = "RR_WORKER"
 DIR_ENV = "RR_WORKER_DIR"
 IDLE_ENV = "RR_WORKER_IDLE_S"
 RESIDENT_ENV = "RR_RESIDENT_BYTES"
+INSTANCES_ENV = "RR_INSTANCES_BYTES"
 DEFAULT_IDLE_S = 120.0
 START_TIMEOUT_S = 60.0
 # a job that died (1), the child's fault/no-device/timeout status (3) and its io_error exit (5):
@@ -173,31 +179,44 @@ def _job(conn: socket.socket, resident) -> int | None:
         except BaseException as e:  # what a child would die of: reported, then this worker ends
             print(f"{type(e).__name__}: {e}", file=err)
             code = 1
-    kept = resident.trim(_resident_budget())
+    kept = resident.trim(_resident_budget(), _instances_budget())
     _release()
     tail = "\n".join(err.getvalue().strip().splitlines()[-5:])
     print(f"{time.strftime('%H:%M:%S')} {' '.join(argv[:2])}: exit {code} in {time.perf_counter() - started:.2f} s; "
           f"buffers read {kept['read']}, uploaded {kept['uploaded']}, found resident {kept['reused']}; "
-          f"{kept['resident_bytes'] / 2**20:.0f} MiB kept", flush=True)
+          f"{kept['resident_bytes'] / 2**20:.0f} MiB kept, timing instances {kept['instances_bytes'] / 2**20:.0f} MiB",
+          flush=True)
     with contextlib.suppress(OSError):
         conn.sendall(json.dumps({"code": code, "stderr": tail}).encode() + b"\n")
     return code
 
 
-def _resident_budget() -> int | None:
-    """Bytes of buffers the worker keeps on the device (and in its memory) between jobs:
-    RR_RESIDENT_BYTES, else a quarter of the device's memory up to 8 GiB — some thirty 4K frames'
-    buffers; the rest is the jobs' (a timing's instances take half of what is free). None before
-    any job used the device."""
-    if os.environ.get(RESIDENT_ENV):
-        return int(os.environ[RESIDENT_ENV])
+def _budget(env: str, cap: int) -> int | None:
+    """Bytes the worker keeps on the device between jobs: $env, else a quarter of the device's
+    memory up to `cap`. None before any job used the device."""
+    if os.environ.get(env):
+        return int(os.environ[env])
     cupy = sys.modules.get("cupy")
     if cupy is None:
         return None
     try:
-        return min(cupy.cuda.runtime.memGetInfo()[1] // 4, 8 << 30)
+        return min(cupy.cuda.runtime.memGetInfo()[1] // 4, cap)
     except Exception:  # no device (the cpu backend's worker): nothing is on one
         return None
+
+
+def _resident_budget() -> int | None:
+    """Bytes of buffers the worker keeps on the device (and in its memory) between jobs:
+    RR_RESIDENT_BYTES, else a quarter of the device's memory up to 8 GiB — some thirty 4K frames'
+    buffers; the rest is the jobs' (a timing's instances take half of what is free)."""
+    return _budget(RESIDENT_ENV, 8 << 30)
+
+
+def _instances_budget() -> int | None:
+    """Bytes of timing instances the worker keeps between jobs (rr.run.timing: a side's instances
+    made once): RR_INSTANCES_BYTES, else a quarter of the device's memory up to 16 GiB — a 4K
+    frame's eight instances and every layer's alone take some 5 GiB (2.1 and 2.7)."""
+    return _budget(INSTANCES_ENV, 16 << 30)
 
 
 def _release() -> None:
@@ -205,8 +224,6 @@ def _release() -> None:
     pinned host buffers handed back. The device memory pool keeps its blocks for the next job —
     allocating them again cost a 4K frame's timing 0.08 s and its capture 0.04 s on the H200 —
     and a timing counts them as free when it sizes its instances (rr.run.timing)."""
-    import gc
-
     gc.collect()
     cupy = sys.modules.get("cupy")
     if cupy is not None:
@@ -226,6 +243,7 @@ def serve(base: Path, idle_s: float) -> int:
     from rr.run.cuda import Resident
 
     resident = Resident()
+    served = 0
     try:
         while True:
             try:
@@ -236,6 +254,11 @@ def serve(base: Path, idle_s: float) -> int:
                 code = _job(conn, resident)
             if code in FATAL_EXITS:
                 return 0
+            served += 1
+            if served == 1:
+                # what the first job imported (cupy, rr's stages) stays for the worker's life: the
+                # collection after each job (_release) need not walk it again (≈ 10 ms a job)
+                gc.freeze()
     finally:
         # no new connections from here; a client already queued finds the socket closed before
         # its job was acknowledged and sends it to a fresh worker

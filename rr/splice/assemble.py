@@ -89,7 +89,7 @@ def assemble(text: str, entry: str, first: int, last: int, replacement: list[str
     if functions:
         at = _line_start(spliced, function.line)
         spliced = spliced[:at] + ends("\n\n".join(f.strip() for f in functions) + "\n\n") + spliced[at:]
-    checked, inserted = check_outside(text, spliced, entry, first, last, source)
+    checked, inserted = check_outside(text, spliced, entry, first, last, source, before)
     return Splice(spliced, (first, last), inserted, declared, checked)
 
 
@@ -132,14 +132,15 @@ def _declare(text: str, entry: str, declarations: list[str], source: str) -> str
 
 
 def check_outside(original: str, spliced: str, entry: str, first: int, last: int,
-                  source: str = "<module>") -> tuple[int, int]:
+                  source: str = "<module>", statements: list | None = None) -> tuple[int, int]:
     """Every statement outside the cut is textually the same, in the same order, and the spliced
     module round-trips. Returns (statements compared, statements the replacement has); raises
-    SpliceError naming the first statement that differs."""
+    SpliceError naming the first statement that differs. `statements`: the original entry's,
+    linearised already (else they are parsed from `original`)."""
     new = parse(spliced, f"{source} (spliced)")
     if emit(new) != spliced:
         raise SpliceError(f"{entry}: the spliced module does not round-trip through the front end")
-    a = linearise(parse(original, source).function(entry))
+    a = statements if statements is not None else linearise(parse(original, source).function(entry))
     b = linearise(new.function(entry))
     inserted = len(b) - (len(a) - (last - first + 1))
     if inserted < 0:
