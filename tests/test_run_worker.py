@@ -186,3 +186,27 @@ def test_kept_timing_instances_go_least_recently_used_first_when_over_their_budg
     assert not resident.kept("enc2").instances  # gone: the next timing of it makes them afresh
     assert resident.trim(None, 4 << 30)["instances_bytes"] == 4 << 30  # the fresh, empty enc2 is nothing
     assert resident.trim(None, 1 << 30)["instances_bytes"] == 0
+
+
+def test_a_directory_is_read_and_checked_once_until_a_file_in_it_changes(tmp_path, monkeypatch):
+    # the worker's jobs read the same reference frame or launch again and again: the Resident keeps
+    # what the readers made of it, and reads again once a file in it is new or gone
+    import rr.run.launch as launch_module
+    from rr.run.cuda import Resident
+    from rr.run.launch import LaunchError
+    from run_kernels import single_buffer_launch
+
+    single_buffer_launch(tmp_path / "l", "work.ptx", "rr_test_work", scalars=(10,))
+    reads = []
+    real = launch_module.read_launch
+    monkeypatch.setattr("rr.run.cuda.read_launch", lambda d: reads.append(d) or real(d))
+    resident = Resident()
+    first = resident.described(tmp_path / "l")
+    assert resident.described(tmp_path / "l") is first and len(reads) == 1
+    (tmp_path / "l" / "notes.txt").write_text("a new file")
+    assert resident.described(tmp_path / "l") == first and len(reads) == 2
+    (tmp_path / "l" / "kernel.ptx").unlink()
+    for _ in range(2):  # a directory that does not read is refused every time, never kept
+        with pytest.raises(LaunchError, match="kernel.ptx"):
+            resident.described(tmp_path / "l")
+    assert len(reads) == 4

@@ -10,6 +10,7 @@ caller down.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ def _rgba16f_array(host, surface: bool):
     return array
 
 
+DESCRIBED_KEPT = 64  # directories whose reading a Resident keeps (a sweep's reference ones and a few more)
+
+
 class Resident:
     """Buffer files read and put on the device once each, by the file's identity (device, inode,
     size, modification time: a relaunch hard-links its source's buffers, so the frame layout, every
@@ -77,7 +81,28 @@ class Resident:
         self._host: dict = {}  # identity -> numpy array, in order of last use
         self._device: dict = {}  # identity -> cupy array of the same bytes
         self._kept: dict = {}  # a timing side's identity -> its Kept instances, in order of last use
+        self._described: dict = {}  # a directory's identity -> its (frame, launch), as read and checked
         self.counts = {"read": 0, "uploaded": 0, "reused": 0}  # this job's, reset by trim()
+
+    def described(self, directory: str | Path):
+        """(frame or None, launch or None) of a launch or frame directory, read and checked as
+        rr.run.frame.read_frame and rr.run.launch.read_launch check them the first time, and
+        again only once a file in it changed (a 4K frame's frame.json took 9 ms, and a job read
+        its directories several times)."""
+        from rr.run.frame import is_frame, read_frame
+
+        try:
+            key = directory_identity(directory)
+        except OSError:  # no such directory: the readers say so
+            key = None
+        found = self._described.pop(key, None) if key is not None else None
+        if found is None:
+            found = (read_frame(directory), None) if is_frame(directory) else (None, read_launch(directory))
+        if key is not None:
+            self._described[key] = found  # now the most recently used
+            while len(self._described) > DESCRIBED_KEPT:
+                self._described.pop(next(iter(self._described)))
+        return found
 
     def kept(self, key) -> "Kept":
         """The prepared instances of a timing's side (rr.run.timing) kept from this worker's earlier
@@ -150,14 +175,19 @@ def file_identity(path: Path) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def directory_identity(directory: str | Path) -> tuple:
+    """What makes a launch or frame directory the same as when it was last read: its path and
+    every file in it, each by its identity."""
+    return (str(Path(directory).resolve()),
+            frozenset((e.name, file_identity(e.path)) for e in os.scandir(directory) if e.is_file()))
+
+
 def read_resident(directory: str | Path, resident: Resident):
     """(frame or None, launch or None, host arrays, device sources) of a launch or frame
     directory, its buffers read through `resident` (and checked as the launch's readers check them)."""
-    from rr.run.frame import is_frame, read_frame
     from rr.run.launch import load_buffer, load_buffers
 
-    frame = read_frame(directory) if is_frame(directory) else None
-    launch = None if frame else read_launch(directory)
+    frame, launch = resident.described(directory)
     buffers = frame.buffers if frame else launch.buffers
     files = {name: Path(directory) / b.file for name, b in buffers.items()}
     if frame:  # as load_frame_buffers and load_buffers read (and check) them

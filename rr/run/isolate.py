@@ -162,19 +162,15 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
                        "message": "the cpu backend gives no timing: times are only measured on a GPU"}, 4)
     try:
         device_info()
-        for d in (reference, other):
-            read_launch_or_frame(d)
     except NoDevice as e:
         return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
-    except LaunchError as e:
-        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
     from rr.run.timing import AllThrottled, time_pair
 
     try:
         record = time_pair(reference, other, float(noise_target), float(time_limit_s), resident=resident)
     except AllThrottled as e:
         return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
-    except LaunchError as e:  # a buffer file that does not load
+    except LaunchError as e:  # a launch, frame or buffer file that does not read
         return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
     except OSError as e:
         return finish({"status": "io_error", "backend": "cuda", "message": _os_message(e)}, IO_ERROR_EXIT)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.cuda import PreparedLaunch, Resident, device_info, file_identity, read_resident
+from rr.run.cuda import PreparedLaunch, Resident, device_info, directory_identity, file_identity, read_resident
 
 
 class _Nvml:
@@ -214,8 +213,7 @@ class _Side:
         self.buffers = (self.frame or self.launch).buffers
         # what the instances are made of, as it is now: the directory, every file in it and every
         # buffer file it names (which may lie elsewhere)
-        self.key = (str(Path(directory).resolve()),
-                    frozenset((e.name, file_identity(e.path)) for e in os.scandir(directory) if e.is_file()),
+        self.key = (directory_identity(directory),
                     tuple(sorted((n, file_identity(Path(directory) / b.file)) for n, b in self.buffers.items())))
 
     def launches_buffers_of(self, other: "_Side") -> bool:
