@@ -215,8 +215,8 @@ def test_the_default_profile_limits_gpu_jobs_by_the_gpus_present(workdir):
 
     with open(workdir / "profiles/default/config.yaml") as f:
         profile = ProfileConfigFileParser().parse(f)
-    # six GPU jobs per device: one on it (its claim), the others' start-up and comparisons beside it
-    slots = 6 * max(1, gpu_count())
+    # eight GPU jobs per device: one on it (its claim), the others' start-up and comparisons beside it
+    slots = 8 * max(1, gpu_count())
     assert profile["resources"] == [f"gpu={slots}"]
     r = _snakemake(workdir, "results/sample/statements.parquet")
     assert r.returncode == 0, r.stderr[-3000:]

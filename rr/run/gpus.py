@@ -60,8 +60,8 @@ def gpu_count() -> int:
 
 # GPU jobs the local profile lets run at once per device: one on the device (its claim), the others
 # starting, checking their launches or comparing a capture, so that the device waits for none of it
-# (a 4K sweep's `rr measure` job spends about a second of its own beside some 0.4 s on the device)
-JOBS_PER_GPU = 6
+# (a 4K sweep's `rr measure` jobs took 2.8 s each, 0.5 s of it on the device: docs/benchmarks.md)
+JOBS_PER_GPU = 8
 
 
 def gpu_job_slots() -> int:
