@@ -209,3 +209,19 @@ def test_errors_in_crlf_and_lone_cr_files_name_the_line_ptxas_names_and_show_a_b
     assert err.line == bad[: bad.index("%rd8 80")].count("\n") + 1
     assert "\r" not in str(err) and "%rd8 80" in err.line_text and len(err.line_text) <= 160
     assert err.line_text[err.caret - 1:].startswith("80")
+
+
+def test_a_command_that_parses_no_ptx_loads_only_the_front_ends_errors(tmp_path):
+    # every command's error handling names ParseError; importing it must not load the parser
+    # (0.11 s of each `rr measure` or `rr collect` job of a sweep), while `from rr.ptx import …`
+    # still finds every name of the front end
+    code = ("import sys; from rr.cli import main; code = main(['compare', sys.argv[1], sys.argv[1]]); "
+            "print(code, sorted(m for m in sys.modules if m.startswith('rr.ptx')))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], capture_output=True, text=True)
+    assert r.stdout.split(maxsplit=1) == ["2", "['rr.ptx', 'rr.ptx.errors']\n"], r.stdout + r.stderr
+    import rr.ptx
+
+    for name in rr.ptx.__all__:
+        assert getattr(rr.ptx, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'parser_of_nothing'"):
+        rr.ptx.parser_of_nothing  # noqa: B018
