@@ -174,7 +174,12 @@ def main() -> int:
 
     # what the records say the work itself took: ptxas, and the timings' sampling
     compile_s = sum(json.loads(p.read_text()).get("compile_ms") or 0 for p in ROOT.glob("results/**/*.cubin.json")) / 1e3
-    timing_s = sum(json.loads(p.read_text()).get("wall_s") or 0 for p in ROOT.glob("results/*/phase*/*timing.json"))
+    timings = [json.loads(p.read_text()) for p in ROOT.glob("results/*/phase*/*timing.json")]
+    timing_s = sum(t.get("wall_s") or 0 for t in timings)
+    # how the timings ended, and how many took the reference's instances a worker had kept
+    stops = collections.Counter(t.get("stop") or t.get("status") for t in timings)
+    kept = sum(bool(t.get("instances_kept")) for t in timings)
+    longest = max((t.get("wall_s") or 0 for t in timings), default=0.0)
     # seconds of job time per rule (the log's one-second stamps: summed over many jobs, not exact)
     rule_s = collections.Counter()
     for j in jobs.values():
@@ -190,7 +195,8 @@ def main() -> int:
         "wall_per_job_s": wall / max(len(jobs), 1), "rr_start_s": start,
         "gpu_jobs": len(gpu_spans), "gpu_jobs_at_once": most_at_once(gpu_spans),
         "records_per_gpu": {str(k): v for k, v in devices.items()}, "noop_s": noop,
-        "rule_job_s": dict(rule_s), "ptxas_s": compile_s, "timing_sampling_s": timing_s, "gpu_claimed_share": claimed / wall, "gpu_utilisation_pct": busy,
+        "rule_job_s": dict(rule_s), "ptxas_s": compile_s, "timing_sampling_s": timing_s,
+        "timing_stops": dict(stops), "timings_with_kept_instances": kept, "longest_sampling_s": longest, "gpu_claimed_share": claimed / wall, "gpu_utilisation_pct": busy,
         "worker_jobs": {k: {"jobs": len(v), "s": sum(v), "median_s": statistics.median(v)} for k, v in served.items()},
         "worker_held_share": held / wall,
     }
@@ -202,7 +208,11 @@ def main() -> int:
     for kind, v in sorted(served.items()):
         print(f"  GPU workers' {kind} jobs: {len(v)}, {sum(v):.0f} s, median {statistics.median(v):.3f} s")
     print(f"  a worker serving a job {held:.0f} s of the {wall:.0f} s ({held / wall:.0%}; all GPUs summed)")
-    print(f"ptxas (the compile records' compile_ms, summed): {compile_s:.0f} s; the timings' sampling: {timing_s:.0f} s")
+    print(f"ptxas (the compile records' compile_ms, summed): {compile_s:.0f} s; the timings' sampling: {timing_s:.0f} s "
+          f"(the longest {longest:.1f} s)")
+    if timings:
+        print(f"timings: {len(timings)}: " + ", ".join(f"{n} {why}" for why, n in stops.most_common())
+              + f"; {kept} on instances of the reference a worker had kept")
     print("job seconds per rule: " + ", ".join(f"{r} {t:.0f}" for r, t in rule_s.most_common()))
     for g, u in busy.items():
         print(f"  GPU {g}: mean utilisation {u:.1f} % (nvidia-smi, every 100 ms)")
