@@ -104,6 +104,10 @@ def test_kept_instances_count_for_nothing_but_the_second_side_when_memory_is_sho
     device.free = 2 * GIB  # eight reference instances kept; the splice's module loads fit beside them
     pairs, reused = timing._instance_pairs([reference, Side("t", device, GIB, buffers_of=reference)], 8, resident)
     assert (len(pairs), reused, reference.made) == (8, 8, 8)
-    # a side with buffers of its own does not fit beside them but in one pair
-    pairs, _ = timing._instance_pairs([reference, Side("u", device, GIB)], 8, resident)
-    assert len(pairs) == 1
+    # a side with buffers of its own does not fit beside them but in one pair: one kept instance
+    # taken, and only it restored
+    restored = [a.device.restored for a in resident.kept(reference.key).instances]
+    pairs, reused = timing._instance_pairs([reference, Side("u", device, GIB)], 8, resident)
+    assert (len(pairs), reused) == (1, 1)
+    after = [a.device.restored for a in resident.kept(reference.key).instances]
+    assert [x - y for x, y in zip(after, restored)] == [1] + [0] * 7

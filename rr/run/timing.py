@@ -254,12 +254,11 @@ def _instance_pairs(sides: list[_Side], wanted: int, resident: Resident) -> tupl
 
     shared = sides[1].launches_buffers_of(sides[0])
     kept = resident.kept(sides[0].key)
-    reused = min(wanted, len(kept.instances))
-    for a in kept.instances[:reused]:
-        a.device.restore()
+    had = len(kept.instances)
 
     def first(i: int):
-        if i < len(kept.instances):
+        if i < had:  # launched by earlier timings: its buffers back to the files' bytes
+            kept.instances[i].device.restore()
             return kept.instances[i]
         before = _device_memory()[1]
         a = sides[0].instance()
@@ -278,13 +277,13 @@ def _instance_pairs(sides: list[_Side], wanted: int, resident: Resident) -> tupl
     first_side = kept.nbytes / len(kept.instances)  # a first side's, made here or earlier
     room = 0.5 * free
     while len(pairs) < wanted:
-        need = second + (first_side if len(pairs) >= len(kept.instances) else 0)
+        need = second + (first_side if len(pairs) >= had else 0)
         if need > room:
             break
         room -= need
         pairs.append(pair(len(pairs)))
     cupy.cuda.Device().synchronize()  # the copies ran on the null stream; the timing's stream does not wait for it
-    return pairs, reused
+    return pairs, min(len(pairs), had)
 
 
 def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s: float = 30.0,
