@@ -352,3 +352,23 @@ def test_a_zero_sum_of_negative_products_is_plus_zero(dtype):
         assert not np.signbit(d).any() and not d.any()
         many = nx.mma_sync_many(a, [b, b], [c, c])
         assert all(not np.signbit(x).any() and not x.any() for x in many)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_swapped_and_transposed_operands_give_the_transposed_d_bit_for_bit(dtype):
+    # D' = Bᵀ·Aᵀ + Cᵀ over a 16-column B (two n-tiles: Bᵀ fills an A) and each 8-row half of A
+    # (Aᵀ's half is a B): every output is the same 32 products at the same k, so the same HMMA
+    # halves and the same bits — wide spreads (e4m3 of normals at 0.01–30) and C up to ±inf
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        scale = (0.01, 1.0, 30.0)[trial % 3]
+        a, b = ((rng.standard_normal(s) * scale).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+                for s in ((16, 32), (32, 16)))
+        c = (rng.standard_normal((16, 16)) * 100 * scale).astype(np.float16).astype(dtype)
+        c[trial % 16, 3] = np.inf
+        d = np.concatenate([nx.mma_sync(a, b[:, :8], c[:, :8]), nx.mma_sync(a, b[:, 8:], c[:, 8:])], axis=1)
+        for h in (0, 1):
+            rows = slice(8 * h, 8 * h + 8)
+            swapped = nx.mma_sync(np.ascontiguousarray(b.T), np.ascontiguousarray(a[rows].T),
+                                  np.ascontiguousarray(c[rows].T))
+            assert np.array_equal(swapped.view(BITS[dtype]), np.ascontiguousarray(d[rows].T).view(BITS[dtype]))
