@@ -1,9 +1,10 @@
 """Where the `direct` template applies in the eleven-layer network, and whether each splice it
 makes keeps the final frame byte-identical (cpu backend, a small frame): every layer × phase is
-spliced by config/recipes/direct.yaml; a refusal is listed with its reason, a splice is run as the
-whole frame with that layer replaced and compared with the unspliced frame.
+spliced by config/recipes/direct.yaml (or --recipe, e.g. direct_transposed); a refusal is listed
+with its reason, a splice is run as the whole frame with that layer replaced and compared with the
+unspliced frame.
 
-    python benchmarks/direct_network.py [--frame 64x64] [--out DIR]
+    python benchmarks/direct_network.py [--frame 64x64] [--recipe direct_transposed] [--out DIR]
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 
 from common import rr, work_dir
 
-RECIPE = Path(__file__).resolve().parents[1] / "config" / "recipes" / "direct.yaml"
+RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 
 
-def candidates(corpus: Path, entry: str):
+def candidates(corpus: Path, entry: str, recipe: Path):
     """(phase, None) where the template makes a splice, else (phase, its reason): the layer parsed
     and described once, the template asked phase by phase (what `rr splice` does per call)."""
     from rr.corpus.extract import find_entry
@@ -32,7 +33,7 @@ def candidates(corpus: Path, entry: str):
 
     (path, _), = find_entry(corpus, entry)
     _, function, flow, phases, epilogues = described_entry(path, entry)
-    params, types = load_recipe(RECIPE).params, register_types(function)
+    params, types = load_recipe(recipe).params, register_types(function)
     for phase in range(1, len(phases) + 1):
         try:
             direct(flow, phases, epilogues, phase, params, False, types)
@@ -44,8 +45,10 @@ def candidates(corpus: Path, entry: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frame", default="64x64")
+    ap.add_argument("--recipe", default="direct", help="a recipe of the direct template (config/recipes/NAME.yaml)")
     ap.add_argument("--out")
     args = ap.parse_args()
+    recipe = RECIPES / f"{args.recipe}.yaml"
     w = work_dir(args.out)
     t0 = time.perf_counter()
     rr("synth", "engine", "-o", w / "engine.bin")
@@ -56,14 +59,14 @@ def main() -> None:
     rows = []
     for layer in frame["layers"]:
         name, entry = layer["layer"], layer["launch"]["entry"]
-        for phase, reason in candidates(w / "corpus", entry):
+        for phase, reason in candidates(w / "corpus", entry, recipe):
             row = {"layer": name, "phase": phase}
             if reason:
                 row.update(status="refused", reason=reason)
             else:
                 out = w / "splices" / f"{name}_{phase}.ptx"
                 out.parent.mkdir(exist_ok=True)
-                rr("splice", w / "corpus", "--entry", entry, "--recipe", RECIPE, "--phase", phase, "-o", out)
+                rr("splice", w / "corpus", "--entry", entry, "--recipe", recipe, "--phase", phase, "-o", out)
                 d = json.loads(Path(f"{out}.splice.json").read_text())["direct"]
                 run = w / "runs" / f"{name}_{phase}"
                 run.parent.mkdir(exist_ok=True)
@@ -76,13 +79,13 @@ def main() -> None:
     (w / "direct_network.json").write_text(json.dumps(rows, indent=1))
     ok = [r for r in rows if r["status"] == "ok"]
     def kind(reason: str) -> str:  # the reason without the statements and registers it names
-        if "neither operand" in reason:
-            return "neither operand is a pack or transpose of an earlier phase's accumulator"
+        if "neither operand" in reason or "no operand is a transpose" in reason:
+            return reason.split(": ")[-1]
         return re.sub(r" \(s\d+.*?\)", "", reason.split(":")[0])
 
     reasons = collections.Counter(kind(r["reason"]) for r in rows if r["status"] == "refused")
     print(f"\n{len(rows)} phases in {len(frame['layers'])} layers, {time.perf_counter() - t0:.0f} s: direct applied to "
-          f"{len(ok)}, frame-identical {sum(r['frame_identical'] for r in ok)}; refused {len(rows) - len(ok)}:")
+          f"{len(ok)} ({args.recipe}), frame-identical {sum(r['frame_identical'] for r in ok)}; refused {len(rows) - len(ok)}:")
     for reason, n in reasons.most_common():
         print(f"  {n:4d}  {reason}")
     print(w / "direct_network.json")

@@ -349,3 +349,90 @@ def test_placed_at_the_phase_the_construction_follows_the_rest_of_the_epilogue(n
     words, _ = KERNELS["transpose_d"]
     launch = _kernel_launch(tmp_path / "l", ptx, "transpose_d", {k: _e4m3_words(rng, n) for k, n in words.items()}, 4)
     assert _identical(_run_cpu(launch, ptx, tmp_path / "ref.out"), _run_cpu(launch, out, tmp_path / "p.out"))
+
+
+def _splice_transposed(ptx: Path, entry: str, phase: int, out: Path) -> dict:
+    r = _rr("splice", ptx, "--entry", entry, "--recipe", "direct_transposed", "--phase", phase, "-o", out)
+    assert r.returncode == 0, r.stderr
+    return json.loads(Path(f"{out}.splice.json").read_text())
+
+
+def test_enc2_phase6_computed_transposed_removes_every_movmatrix_and_keeps_the_frame_byte_identical(enc2, tmp_path):
+    # phase 8's B is transpose(D of phase 6): the V chain (phases 2, 4, 6: three k-steps from
+    # zero) computed as Vᵀ = Wᵀ·Xᵀ ends in the 48 movmatrix destinations, which go; the same
+    # number of mma, one mov of zero added, everything else in the cut as it was
+    out = tmp_path / "t8.ptx"
+    record = _splice_transposed(enc2 / "enc2.ptx", ENTRY, 8, out)
+    d = record["direct"]
+    assert d["construction"] == "transposed" and d["producer"]["phases"] == [2, 4, 6]
+    assert (d["producer"]["chains"], d["producer"]["k_steps"]) == (24, 3)
+    before = linearise(parse_file(enc2 / "enc2.ptx").function(ENTRY))
+    after = linearise(parse_file(out).function(ENTRY))
+    assert _movmatrix_count(before) == 48 and _movmatrix_count(after) == 0
+    mma = lambda stmts: sum(1 for s in stmts if s.opcode.startswith("mma."))  # noqa: E731
+    assert mma(after) == mma(before) and len(after) == len(before) - 48 + 1
+    assert d["added"] == {"instructions": 73, "mma": 72, "mov": 1}
+    _ptxas_clean(out)
+    assert _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", out, tmp_path / "t8.out"))
+    # and the comparison sees a wrong pairing: one transposed step's two B registers swapped
+    text = out.read_text()
+    at = text.index("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 \t")
+    line = text[at:text.index("\n", at)]
+    b = line.split("}, {")[2]
+    first, second = b.split(", ")
+    broken = tmp_path / "broken.ptx"
+    broken.write_text(text.replace(line, line.replace(f"{{{b}}}", f"{{{second}, {first}}}"), 1))
+    assert not _identical(enc2 / "ref.out", _run_cpu(enc2 / "launch", broken, tmp_path / "broken.out"))
+
+
+def test_the_transposed_construction_does_not_apply_without_a_transposed_operand(enc2, tmp_path):
+    # phase 7's A and B are packs of phase 5's D, not transposes: nothing to compute transposed
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", "direct_transposed", "--phase", 7,
+            "-o", tmp_path / "t7.ptx")
+    assert r.returncode != 0 and "no operand is a transpose" in r.stderr and "pack(D of phase 5)" in r.stderr
+    assert not (tmp_path / "t7.ptx").exists()
+
+
+@pytest.mark.parametrize("flags", [(), ("-DPACK_ASM",)], ids=["cuda_fp8.h", "asm"])
+@pytest.mark.parametrize("entry", ["transpose_d", "transpose_twice_d"])
+def test_nvcc_kernels_with_a_transposed_operand_computed_transposed_stay_byte_identical(nvcc_ptx, tmp_path,
+                                                                                       entry, flags):
+    # phase 1 (2 m-tiles x 2 n-tiles from zero) computed as Dᵀ: its four movmatrix go (a second
+    # transpose of their results stays: it does not read phase 1's accumulators)
+    ptx = nvcc_ptx("transpose_d", *flags)
+    words, _ = KERNELS[entry]
+    rng = np.random.default_rng(23)
+    launch = _kernel_launch(tmp_path / "l", ptx, entry, {k: _e4m3_words(rng, n) for k, n in words.items()}, 4)
+    ref = _run_cpu(launch, ptx, tmp_path / "ref.out")
+    assert np.count_nonzero(np.load(ref / "out.npy"))
+    out = tmp_path / "t.ptx"
+    d = _splice_transposed(ptx, entry, 2, out)["direct"]
+    assert d["producer"] == {"phases": [1], "chains": 4, "k_steps": 1, "m_tiles": 2}
+    before = linearise(parse_file(ptx).function(entry))
+    after = linearise(parse_file(out).function(entry))
+    assert _movmatrix_count(before) - _movmatrix_count(after) == 8  # one per D register of phase 1
+    _ptxas_clean(out)
+    assert _identical(ref, _run_cpu(launch, out, tmp_path / "t.out"))
+
+
+def test_a_packed_operand_is_not_computed_transposed(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("transpose_d")
+    r = _rr("splice", ptx, "--entry", "pack_d", "--recipe", "direct_transposed", "--phase", 2, "-o", tmp_path / "t.ptx")
+    assert r.returncode != 0 and "no operand is a transpose" in r.stderr and "pack(D of phase 1)" in r.stderr
+
+
+def test_a_chain_that_does_not_start_from_zero_is_refused_with_its_c(nvcc_ptx, tmp_path):
+    # transpose_d's phase 1 with its C made 1.0 (f16x2 0x3C003C00) instead of zero: Dᵀ = Bᵀ·Aᵀ + Cᵀ
+    # would need C transposed too, so the construction is refused, naming the chain and its C
+    import re
+
+    text = nvcc_ptx("transpose_d").read_text()
+    entry = text.index(".entry transpose_d(")
+    zero = re.compile(r"mov\.u32\s+(%r\d+), 0;").search(text, entry)
+    assert zero and zero.group(1) in text[zero.end():text.index("movmatrix", zero.end())]
+    ptx = tmp_path / "c_one.ptx"
+    ptx.write_text(text[:zero.start()] + f"mov.u32 \t{zero.group(1)}, 1006648320;" + text[zero.end():])
+    r = _rr("splice", ptx, "--entry", "transpose_d", "--recipe", "direct_transposed", "--phase", 2,
+            "-o", tmp_path / "t.ptx")
+    assert r.returncode != 0 and f"from C = {zero.group(1)}, {zero.group(1)}, not zero" in r.stderr, r.stderr
+    assert not (tmp_path / "t.ptx").exists()

@@ -63,7 +63,7 @@ def test_the_workflows_config_recipes_come_before_the_shipped_ones(tmp_path, mon
 
 def test_an_unknown_recipe_name_is_refused_naming_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(direct, direct_outlined, f32acc, isolate, probe, regen\)"):
+    with pytest.raises(RecipeError, match=r"nothere: no such recipe: .*\(direct, direct_outlined, direct_transposed, f32acc, isolate, probe, regen\)"):
         load_recipe("nothere")
 
 

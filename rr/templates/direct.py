@@ -67,6 +67,9 @@ _PACK = re.compile(r"cvt\.rn\.satfinite(\.relu)?\.(e4m3x2|e5m2x2)\.f16x2$")
 _MOVE = ("mov.b32", "mov.b16", "mov.u32", "mov.u16", "mov.s32", "mov.s16")
 PLACES = ("staging", "phase")
 OUTLINES = ("none", "phase", "construction")
+# build: the operand built from the accumulators; transposed: the accumulators' GEMM computed
+# transposed, ending in the registers its transposes wrote (rr.templates.transposed)
+CONSTRUCTIONS = ("build", "transposed")
 BIT_SAFETY = ("the mma statements are unchanged and read operand registers that hold, in every lane and byte, "
               "the same conversion of the same accumulator half as the original staging produced (both "
               "evaluated symbolically and compared before the splice is written): the same values at the same "
@@ -484,6 +487,15 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
     if widened:
         raise TemplateError("the direct template finds the statements it cuts from the description: a recipe "
                             "for it gives no with_epilogue_before / with_epilogue_after")
+    construction = params.get("construction", "build")
+    if construction not in CONSTRUCTIONS:
+        raise TemplateError(f"params.construction: {construction!r} is not one of {', '.join(CONSTRUCTIONS)}")
+    if construction == "transposed":
+        if params.get("outline", "none") != "none":
+            raise TemplateError("params.outline: the transposed construction is not outlined (outline: none)")
+        from rr.templates.transposed import transposed
+
+        return transposed(flow, phases, epilogues, phase, types)
     place = params.get("place", "staging")
     if place not in PLACES:
         raise TemplateError(f"params.place: {place!r} is not one of {', '.join(PLACES)}")
