@@ -102,6 +102,8 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
     record); NotApplicable where no operand is a transpose, a TemplateError why it cannot be built."""
     from rr.templates.direct import Direct, _ranges, _users, body_items
 
+    if any(r.startswith("%rrt") and r[4:].isdigit() for r in types):
+        raise TemplateError("the entry already has registers named %rrtN, the template's own")
     p = phases[phase - 1]
     tracer = _Tracer(flow, phases, epilogues)
     sources = phase_operands(flow, p, tracer)
@@ -192,8 +194,6 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
         early = {r for r in s.uses if r in dests and s.stmt < dests[r]}
         if early:
             raise TemplateError(f"s{s.stmt} reads {', '.join(sorted(early))} before its movmatrix wrote it")
-        if {r for r in s.defs + s.uses if r.startswith("%rrt")}:
-            raise TemplateError(f"s{s.stmt} already uses a %rrt register")
     replacement, emitted = [], 0
     for a_, b_, item in body_items(flow.function):
         if b_ < first or a_ > last:
