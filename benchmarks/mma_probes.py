@@ -1,7 +1,7 @@
 """On a GPU: probe `mma.sync.aligned.m16n8k32.row.col.{f16,f32}.e4m3.e4m3.{f16,f32}` with random
 and adversarial inputs, keep A, B, C and D as data files, and score rr's model on them.
 
-    python benchmarks/mma_probes.py --warps 8192 --seed N -o DIR
+    python benchmarks/mma_probes.py --warps 8192 --seed N -o DIR [--swapped]
 
 For each form (f16, f32 accumulate) and each set (random, adversarial) it writes
 `DIR/mma_<form>_<set>.npz`: `A` (warps, 16, 32) and `B` (warps, 32, 8) uint8 e4m3 codes, `C` and
@@ -269,6 +269,27 @@ def run_gpu(a, b, c) -> np.ndarray:
     return from_d_words(dd.get(), c.dtype)
 
 
+def swapped_share(a, b, c, run) -> float:
+    """The share of outputs that `run` (the GPU's mma, or a model's) gives bit for bit the same when
+    the operands are swapped and transposed — what a phase computed transposed relies on (issue
+    22): warps 2i and 2i+1 are taken as one A times a 16-column B (two n-tiles) with their C, and
+    mma(Bᵀ, Aᵀ, Cᵀ) of each 8-row half of A is run as warps of their own and compared with the
+    transpose of the pair's D."""
+    n = a.shape[0] // 2 * 2
+    a0, b0, b1, c0, c1 = a[0:n:2], b[0:n:2], b[1:n:2], c[0:n:2], c[1:n:2]
+    d0, d1 = run(a0, b0, c0), run(a0, b1, c1)
+    at = np.ascontiguousarray(np.concatenate([b0.transpose(0, 2, 1), b1.transpose(0, 2, 1)], axis=1))
+    same = []
+    for h in (0, 1):
+        rows = slice(8 * h, 8 * h + 8)
+        bt = np.ascontiguousarray(a0[:, rows].transpose(0, 2, 1))
+        ct = np.ascontiguousarray(np.concatenate([c0[:, rows].transpose(0, 2, 1), c1[:, rows].transpose(0, 2, 1)],
+                                                 axis=1))
+        want = np.concatenate([d0[:, rows].transpose(0, 2, 1), d1[:, rows].transpose(0, 2, 1)], axis=1)
+        same.append(same_bits(run(at, bt, ct), np.ascontiguousarray(want)))
+    return float(np.mean(same))
+
+
 def same_bits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     u = np.uint16 if x.dtype == np.float16 else np.uint32
     return x.view(u) == y.view(u)
@@ -293,6 +314,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--forms", nargs="+", default=["f16", "f32"])
     ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--swapped", action="store_true",
+                    help="also: does the GPU give mma(Bᵀ, Aᵀ, Cᵀ) = mma(A, B, C)ᵀ on each set (and the model)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -308,6 +331,9 @@ def main() -> None:
                                 seed=np.int64(args.seed))
             print(f"{path}: {a.shape[0]} warps, {d.size} outputs, {path.stat().st_size / 2**20:.1f} MiB", flush=True)
             score(path)
+            if args.swapped:
+                print(f"  swapped operands, transposed D: GPU {swapped_share(a, b, c, run_gpu):8.4%} bits identical, "
+                      f"model {swapped_share(a, b, c, nx.mma_sync):8.4%}", flush=True)
 
 
 if __name__ == "__main__":
