@@ -48,11 +48,17 @@ def _configure(workdir, **values):
 
 def _job_resources(out):
     """{rule: resources line} of a dry run's job listing."""
+    return _job_lines(out, "resources:")
+
+
+def _job_lines(out, key):
+    """{rule: its jobs' `key` line} of a dry run's job listing (Snakemake prints `threads:` only
+    where a job's threads are not 1)."""
     jobs, rule = {}, None
     for line in out.splitlines():
         if line.startswith(("rule ", "localrule ", "checkpoint ")):
             rule = line.split()[1].rstrip(":")
-        elif line.strip().startswith("resources:") and rule:
+        elif line.strip().startswith(key) and rule:
             jobs[rule] = line.strip()
     return jobs
 
@@ -237,6 +243,8 @@ def test_capture_and_timing_jobs_take_a_gpu_on_the_cuda_backend_only(workdir):
     assert gpu_rules <= set(jobs), dry.stdout[-3000:]
     for rule, resources in jobs.items():
         assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
+    # on cuda they hold no core while they wait for the GPU: the cores are ptxas's
+    assert _job_lines(dry.stdout + dry.stderr, "threads:") == dict.fromkeys(gpu_rules, "threads: 0")
     assert "--backend cuda" in _snakemake(workdir, "-n", "-p", "results/sample_phase2.parquet").stdout
     _configure(workdir, backend="cpu")
     dry = _snakemake(workdir, "-n", "-p", "results/sample_phase2.parquet")
@@ -245,6 +253,7 @@ def test_capture_and_timing_jobs_take_a_gpu_on_the_cuda_backend_only(workdir):
     # the cpu backend gives no timing (the rows say why): its measure jobs time nothing
     assert "compile_reference" in jobs and "--backend cpu" in out
     assert all("gpu=0" in jobs[rule] for rule in gpu_rules)
+    assert _job_lines(out, "threads:") == {}  # the interpreter's runs take their core
 
 
 def test_a_frame_cell_on_the_cuda_backend_captures_frames_and_times_frame_and_layer(workdir):

@@ -15,6 +15,10 @@ BACKEND = resolve_backend(config["backend"])
 FRAME = config["frame"] if BACKEND == "cuda" else config["cpu_frame"]
 # What a capture or timing job takes of the `gpu` resource (its limit: profiles/default).
 GPU = 1 if BACKEND == "cuda" else 0
+# ...and of --cores: on cuda none — such a job mostly waits for its GPU claim and the worker, and a
+# core held by waiting jobs is one ptxas cannot have (a 4K sweep's measure jobs held 4.4 of 16
+# cores, ptxas got 9); on the cpu backend its run is the interpreter, a core's work.
+GPU_JOB_THREADS = 0 if BACKEND == "cuda" else 1
 # cuda jobs hand their device work to the GPU's long-lived worker (rr.run.worker): the jobs'
 # shells inherit this process's environment
 if BACKEND == "cuda" and config["gpu_worker"]:

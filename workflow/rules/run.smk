@@ -62,6 +62,7 @@ rule capture_frame:
     cache: True
     conda:
         "../envs/rr.yaml"
+    threads: GPU_JOB_THREADS
     resources:
         gpu=GPU,
     params:
@@ -83,6 +84,7 @@ rule capture_reference:
     cache: True
     conda:
         "../envs/rr.yaml"
+    threads: GPU_JOB_THREADS
     resources:
         gpu=GPU,
     params:
@@ -146,6 +148,7 @@ rule measure:
         "logs/measure/{layer}_phase{phase}_{recipe}.log",
     conda:
         "../envs/rr.yaml"
+    threads: GPU_JOB_THREADS
     resources:
         gpu=GPU,
     params:
@@ -167,6 +170,7 @@ rule measure_in_frame:
         "logs/measure/{layer}_phase{phase}_{recipe}.log",
     conda:
         "../envs/rr.yaml"
+    threads: GPU_JOB_THREADS
     resources:
         gpu=GPU,
     params:
