@@ -347,11 +347,12 @@ def run_frame_cuda(directory: str | Path, resident=None,
 
 
 def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray],
-                        reference: str | Path | None = None, equal=()) -> dict:
+                        reference: str | Path | None = None, equal=(), frame: Frame | None = None) -> dict:
     """A frame run's output: the frame as it was launched, with every buffer as it was after; with
     `reference` (a run of the unspliced frame), those equal to its are hard links to its files
-    (rr.run.launch.save_outputs, whose record part it returns; `equal`: those known to be)."""
-    frame = read_frame(directory)
+    (rr.run.launch.save_outputs, whose record part it returns; `equal`: those known to be).
+    `frame`: the directory's, read already."""
+    frame = frame or read_frame(directory)
     written = save_outputs(out, {name: b.file for name, b in frame.buffers.items()}, outputs, reference, equal)
     for lyr in frame.layers:
         shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)

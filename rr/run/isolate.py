@@ -214,7 +214,9 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
     from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
 
     frame = is_frame(launch_dir)
-    launch = None if frame else read_launch(launch_dir)
+    # the worker's Resident has read the directory already (and its jobs read it again and again)
+    described = resident.described(launch_dir) if resident is not None else (None, None)
+    launch = None if frame else (described[1] or read_launch(launch_dir))
     if backend == "cpu":
         from rr.ptx.errors import ParseError
         from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
@@ -244,7 +246,7 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
         return finish({"status": "bad_launch", "backend": backend,
                        "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
     if frame:
-        written = write_frame_outputs(out, launch_dir, outputs, reference, equal)
+        written = write_frame_outputs(out, launch_dir, outputs, reference, equal, described[0])
     else:
         written = write_launch(out, launch, outputs, launch_dir / launch.module, reference, equal)
     return finish({**record, **written}, 0)
