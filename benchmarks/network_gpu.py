@@ -351,7 +351,7 @@ COST_PARTS = {
     "  module loads": ("moduleLoadData",),
     "  buffers and images": ("handle",),
     "  of which images": ("_rgba16f_array",),
-    "statistics": ("instances_ratio",),
+    "statistics": ("pairs_noise",),
 }
 
 

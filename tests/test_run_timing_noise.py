@@ -2,7 +2,7 @@
 (`rr.run.timing.paired_ratio`) the trimmed mean of the rounds' ratios and a moving-block bootstrap
 of the rounds for its spread, so that samples correlated in time (clocks, temperature, a
 neighbour's load) widen the noise instead of hiding in it; over instance pairs
-(`instances_ratio`) their geometric mean, with their spread in the noise, so that an offset fixed
+(`pairs_noise`) their geometric mean, with their spread in the noise, so that an offset fixed
 by where one pair's memory and code lie is seen. Series here are simulated; the A/A series on the
 H200 is a benchmark (benchmarks/timing_noise.py)."""
 
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from rr.run.timing import instances_ratio, paired_ratio, pairs_noise
+from rr.run.timing import paired_ratio, pairs_noise
 
 
 def _rounds(n: int, seed: int, ratio: float = 1.0, phi: float = 0.8, jitter: float = 0.004):
@@ -85,10 +85,10 @@ def test_an_offset_fixed_per_instance_pair_enters_the_noise_of_the_pairs_mean():
     offset of about 0.1 %, the same in all its rounds. One pair's bootstrap cannot see it (1 ± 2·noise
     in fewer than half of the series); eight pairs' spread does (in about 95 %)."""
     single = sum(abs(r - 1) <= 2 * n for r, n in (paired_ratio(*_placed_pairs(s, 1, 400)[0]) for s in range(100)))
-    eight = [instances_ratio(_placed_pairs(s, 8, 50)) for s in range(100)]
+    eight = [pairs_noise(_placed_pairs(s, 8, 50)) for s in range(100)]
     assert single < 50
-    assert sum(abs(r - 1) <= 2 * n for r, n, _ in eight) >= 90
-    assert all(len(each) == 8 for _, _, each in eight)
+    assert sum(abs(n.ratio - 1) <= 2 * n.noise for n in eight) >= 90
+    assert all(len(n.ratios) == 8 for n in eight)
 
 
 def test_a_ratio_below_the_timers_step_is_resolved_not_rounded_to_it():
@@ -104,9 +104,10 @@ def test_a_ratio_below_the_timers_step_is_resolved_not_rounded_to_it():
 
 def test_one_instance_pair_gives_its_own_bootstrap_and_none_is_refused():
     (a, b), = _placed_pairs(3, 1, 100)
-    assert instances_ratio([(a, b)]) == (*paired_ratio(a, b), [paired_ratio(a, b)[0]])
+    one = pairs_noise([(a, b)])
+    assert (one.ratio, one.noise, one.ratios) == (*paired_ratio(a, b), [paired_ratio(a, b)[0]])
     with pytest.raises(ValueError, match="no instance pairs"):
-        instances_ratio([])
+        pairs_noise([])
 
 
 def test_the_floor_is_the_spread_of_where_pairs_lie_not_the_noise_of_their_rounds():

@@ -183,13 +183,6 @@ def pairs_noise(pairs: list[tuple[list[float], list[float]]], resamples: int = B
     return PairsNoise(float(np.exp(logs.mean())), between, within, [r for r, _ in each], floor)
 
 
-def instances_ratio(pairs: list[tuple[list[float], list[float]]], resamples: int = BOOTSTRAP_RESAMPLES,
-                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float, list[float]]:
-    """(ratio, relative noise, each pair's ratio) of `pairs_noise`."""
-    n = pairs_noise(pairs, resamples, seed)
-    return n.ratio, n.noise, n.ratios
-
-
 def _correlation_time(x: np.ndarray) -> float:
     """(1 + ρ)/(1 − ρ) for the lag-1 autocorrelation ρ of x (taken in [0, 0.98]): how many
     consecutive samples count as one, were x an AR(1) series."""
