@@ -436,3 +436,18 @@ def test_a_chain_that_does_not_start_from_zero_is_refused_with_its_c(nvcc_ptx, t
             "-o", tmp_path / "t.ptx")
     assert r.returncode != 0 and f"from C = {zero.group(1)}, {zero.group(1)}, not zero" in r.stderr, r.stderr
     assert not (tmp_path / "t.ptx").exists()
+
+
+def test_two_n_tiles_of_other_b_types_are_not_joined_into_one_transposed_a(nvcc_ptx, tmp_path):
+    # transpose_d's second phase-1 mma made .e4m3.e5m2: its B pair and the first's cannot fill one A
+    text = nvcc_ptx("transpose_d").read_text()
+    entry = text.index(".entry transpose_d(")
+    mma = "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"
+    second = text.index(mma, text.index(mma, entry) + 1)
+    ptx = tmp_path / "mixed.ptx"
+    ptx.write_text(text[:second] + mma.replace("e4m3.e4m3", "e4m3.e5m2") + text[second + len(mma):])
+    r = _rr("splice", ptx, "--entry", "transpose_d", "--recipe", "direct_transposed", "--phase", 2,
+            "-o", tmp_path / "t.ptx")
+    assert r.returncode != 0 and "whose B pairs a transposed step joins" in r.stderr and "e4m3.e5m2" in r.stderr, \
+        r.stderr
+    assert not (tmp_path / "t.ptx").exists()

@@ -130,8 +130,6 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
     finals = sorted({flow.definition(r, stmt) for r, (stmt, _) in moves.items()})
     chains = []
     for f in finals:
-        opcode = statements[f - 1].opcode
-        _swapped_opcode(opcode, f)
         steps = _chain(flow, f, users)
         for r in steps[-1].d:
             if r not in moves:
@@ -179,7 +177,11 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
                     last_step = k == len(x) - 1
                     d = ((moves[x[-1].d[h]][1], moves[y[-1].d[h]][1]) if last_step
                          else (f"%rrt{next(fresh)}", f"%rrt{next(fresh)}"))
-                    opcode = _swapped_opcode(statements[sx.stmt - 1].opcode, sx.stmt)
+                    opcode = statements[sx.stmt - 1].opcode
+                    if statements[sy.stmt - 1].opcode != opcode:  # one A' holds both B pairs: one type
+                        raise TemplateError(f"s{sx.stmt} and s{sy.stmt}, whose B pairs a transposed step joins, are "
+                                            f"{opcode} and {statements[sy.stmt - 1].opcode}")
+                    opcode = _swapped_opcode(opcode, sx.stmt)
                     at.setdefault(where, []).append(
                         f"{opcode} \t{{{d[0]}, {d[1]}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{c[0]}, {c[1]}}};")
                     c = d
