@@ -451,3 +451,13 @@ def test_two_n_tiles_of_other_b_types_are_not_joined_into_one_transposed_a(nvcc_
     assert r.returncode != 0 and "whose B pairs a transposed step joins" in r.stderr and "e4m3.e5m2" in r.stderr, \
         r.stderr
     assert not (tmp_path / "t.ptx").exists()
+
+
+@pytest.mark.parametrize("extra, message", [("outline: phase", "is not outlined"), ("place: phase", "give no place")])
+def test_the_transposed_construction_refuses_the_build_constructions_params(enc2, tmp_path, extra, message):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\ndescription: x\ncut: {phase: 8}\ntemplate:\n  name: direct\n  params:\n"
+                      f"    construction: transposed\n    {extra}\n")
+    r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", recipe, "-o", tmp_path / "t.ptx")
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+    assert not (tmp_path / "t.ptx").exists()

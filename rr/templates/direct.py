@@ -493,6 +493,8 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
     if construction == "transposed":
         if params.get("outline", "none") != "none":
             raise TemplateError("params.outline: the transposed construction is not outlined (outline: none)")
+        if "place" in params:  # its steps stand where the steps they replace stood
+            raise TemplateError("params.place: the transposed construction places each step itself; give no place")
         from rr.templates.transposed import transposed
 
         return transposed(flow, phases, epilogues, phase, types)
