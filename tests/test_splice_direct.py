@@ -461,3 +461,25 @@ def test_the_transposed_construction_refuses_the_build_constructions_params(enc2
     r = _rr("splice", enc2 / "enc2.ptx", "--entry", ENTRY, "--recipe", recipe, "-o", tmp_path / "t.ptx")
     assert r.returncode != 0 and message in r.stderr, r.stderr
     assert not (tmp_path / "t.ptx").exists()
+
+
+def test_the_transposed_construction_in_a_rolled_loop_with_a_branch_after_it_stays_byte_identical(nvcc_ptx,
+                                                                                                 tmp_path):
+    # transpose_d_loop (lanes threadIdx.x & 31, a runtime trip count, results carried across the back
+    # edge, a lane-dependent branch after the loop): phase 1 computed transposed inside the body
+    ptx = nvcc_ptx("transpose_d")
+    rng = np.random.default_rng(29)
+    arrays = {"a": _e4m3_words(rng, 16), "b": _e4m3_words(rng, 4), "a2": _e4m3_words(rng, 4),
+              "out": np.zeros(4 * 32, np.uint32)}
+    launch = Launch(entry="transpose_d_loop", module="kernel.ptx", grid=(1, 1, 1), block=(32, 1, 1), layout="list",
+                    fields=tuple(Field("buffer", buffer=n) for n in arrays) + (Field("scalar", 0, "int32", (3,)),),
+                    buffers={n: Buffer(n, f"{n}.npy", "out" if n == "out" else "in") for n in arrays})
+    write_launch(tmp_path / "l", launch, arrays, ptx)
+    ref = _run_cpu(tmp_path / "l", ptx, tmp_path / "ref.out")
+    assert np.count_nonzero(np.load(ref / "out.npy"))
+    out = tmp_path / "t.ptx"
+    d = _splice_transposed(ptx, "transpose_d_loop", 2, out)["direct"]
+    assert d["producer"]["phases"] == [1] and d["removed"]["ops"]
+    assert _movmatrix_count(linearise(parse_file(out).function("transpose_d_loop"))) == 0
+    _ptxas_clean(out)
+    assert _identical(ref, _run_cpu(tmp_path / "l", out, tmp_path / "t.out"))
