@@ -82,14 +82,21 @@ def test_a_job_past_its_time_limit_kills_the_worker_and_the_next_job_gets_a_fres
     assert _rr("run", enc2, "--backend", "cpu", "-o", tmp_path / "next").returncode == 0
 
 
-def test_a_worker_killed_during_a_job_leaves_a_fault_record_naming_it(tmp_path, workers, enc2):
-    job = subprocess.Popen([sys.executable, "-m", "rr.cli", "run", str(enc2), "--backend", "cpu", "-o",
+@pytest.fixture(scope="module")
+def long_enc2(tmp_path_factory):
+    """enc2 at 240×135 CTAs: seconds on the interpreter (3.5 s on a 2-core VM), where (4, 3) is done
+    before a test could kill its worker mid-job."""
+    return write_enc2(tmp_path_factory.mktemp("enc2_long") / "e", (240, 135)) / "launch"
+
+
+def test_a_worker_killed_during_a_job_leaves_a_fault_record_naming_it(tmp_path, workers, long_enc2):
+    job = subprocess.Popen([sys.executable, "-m", "rr.cli", "run", str(long_enc2), "--backend", "cpu", "-o",
                             str(tmp_path / "o")], env={**os.environ, "RR_WORKER": "1"},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(workers.glob("*.sock")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # the job is under way: enc2 takes seconds on the interpreter
+    time.sleep(0.5)  # the job is under way: this enc2 takes seconds on the interpreter
     os.killpg(int(next(workers.glob("*.pid")).read_text()), signal.SIGKILL)
     job.wait(timeout=120)
     record = json.loads((tmp_path / "o" / "run.json").read_text())

@@ -65,6 +65,18 @@ def _rgba16f_array(host, surface: bool):
 DESCRIBED_KEPT = 64  # directories whose reading a Resident keeps (a sweep's reference ones and a few more)
 
 
+def _most_recent(cache: dict, key, make) -> tuple:
+    """(cache[key], whether it was made now): made by `make()` when absent, and either way moved to
+    the end of the dict's order — the most recently used, so that trimming from the front drops
+    the least recently used."""
+    value = cache.pop(key, None)
+    made = value is None
+    if made:
+        value = make()
+    cache[key] = value
+    return value, made
+
+
 class Resident:
     """Buffer files read and put on the device once each, by the file's identity (device, inode,
     size, modification time: a relaunch hard-links its source's buffers, so the frame layout, every
@@ -95,22 +107,21 @@ class Resident:
             key = directory_identity(directory)
         except OSError:  # no such directory: the readers say so
             key = None
-        found = self._described.pop(key, None) if key is not None else None
-        if found is None:
-            found = (read_frame(directory), None) if is_frame(directory) else (None, read_launch(directory))
-        if key is not None:
-            self._described[key] = found  # now the most recently used
-            while len(self._described) > DESCRIBED_KEPT:
-                self._described.pop(next(iter(self._described)))
+        def read():
+            return (read_frame(directory), None) if is_frame(directory) else (None, read_launch(directory))
+
+        if key is None:
+            return read()
+        found, _ = _most_recent(self._described, key, read)
+        while len(self._described) > DESCRIBED_KEPT:
+            self._described.pop(next(iter(self._described)))
         return found
 
     def kept(self, key) -> "Kept":
         """The prepared instances of a timing's side (rr.run.timing) kept from this worker's earlier
         timings of it, to take and to add to: a sweep times every splice against the one reference
         frame, and its instances — allocations, CUDA arrays, module loads — are made once."""
-        k = self._kept.pop(key, None) or Kept()
-        self._kept[key] = k  # now the most recently used
-        return k
+        return _most_recent(self._kept, key, Kept)[0]
 
     def host(self, path: Path, load) -> np.ndarray:
         """The buffer file's array, read by `load()` (which checks it) the first time."""
@@ -118,12 +129,13 @@ class Resident:
             key = file_identity(path)
         except OSError:  # no such file: load() says so as the launch's readers do
             return load()
-        a = self._host.pop(key, None)
-        if a is None:
+        def read():
             a = np.ascontiguousarray(load())
             a.flags.writeable = False
-            self.counts["read"] += 1
-        self._host[key] = a  # now the most recently used
+            return a
+
+        a, made = _most_recent(self._host, key, read)
+        self.counts["read"] += made
         return a
 
     def device(self, path: Path):
@@ -131,13 +143,8 @@ class Resident:
         import cupy
 
         key = file_identity(path)
-        d = self._device.pop(key, None)
-        if d is None:
-            d = cupy.asarray(self._host[key])
-            self.counts["uploaded"] += 1
-        else:
-            self.counts["reused"] += 1
-        self._device[key] = d
+        d, made = _most_recent(self._device, key, lambda: cupy.asarray(self._host[key]))
+        self.counts["uploaded" if made else "reused"] += 1
         return d
 
     def sources(self, paths: dict[str, Path]) -> dict:
