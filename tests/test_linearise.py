@@ -130,7 +130,7 @@ def test_linearise_cli_writes_the_statement_table(tmp_path):
 
 
 def _typed_registers(statement) -> set:
-    from rr.ptx.linearise import operands
+    from rr.ptx.statements import operands
     from rr.ptx.model import registers_in
 
     regs = {r.name for op in operands(statement) for r in registers_in(op) if not r.special}
@@ -145,7 +145,7 @@ def test_text_defs_uses_agree_with_the_typed_operands(nvcc_ptx, name, flags):
     # Linearisation reads registers off the text; the typed operand model must see the same ones,
     # named the same way (a block's re-declared %tmp is %tmp@N in both), and the destination of a
     # non-store must be exactly the defs.
-    from rr.ptx.linearise import operands
+    from rr.ptx.statements import operands
     from rr.ptx.model import Addr, registers_in
 
     module = parse_file(nvcc_ptx(name, *flags))
@@ -270,7 +270,7 @@ def test_a_name_declared_in_one_block_only_keeps_its_name_and_the_function_level
 
 def test_typed_operands_name_registers_as_defs_and_uses_do(cutlass):
     from rr.ptx import parse
-    from rr.ptx.linearise import operands
+    from rr.ptx.statements import operands
     from rr.ptx.model import Vec
 
     rows = cutlass[1]

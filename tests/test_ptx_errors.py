@@ -225,3 +225,23 @@ def test_a_command_that_parses_no_ptx_loads_only_the_front_ends_errors(tmp_path)
         assert getattr(rr.ptx, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'parser_of_nothing'"):
         rr.ptx.parser_of_nothing  # noqa: B018
+
+
+def test_the_front_ends_names_are_its_functions_whatever_was_imported_first():
+    # a name loaded on first use must not share its name with a submodule of rr.ptx: importing
+    # that submodule first (`from rr.ptx.<sub> import …`, as the describe stage does) makes the
+    # package's attribute the module, and `from rr.ptx import <name>` then gave the module — a
+    # splice run after the describe stage's imports called a module (TypeError)
+    import pkgutil
+
+    import rr.ptx
+
+    submodules = sorted(m.name for m in pkgutil.iter_modules(rr.ptx.__path__))
+    code = ("import importlib, sys, types; names = sys.argv[1].split(',')\n"
+            "for sub in sys.argv[2].split(','): importlib.import_module('rr.ptx.' + sub)\n"
+            "import rr.ptx\n"
+            "print(sorted(n for n in names if isinstance(getattr(rr.ptx, n), types.ModuleType)))")
+    r = subprocess.run([sys.executable, "-c", code, ",".join(rr.ptx.__all__), ",".join(submodules)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[]\n", f"names of rr.ptx that are modules once its submodules are imported: {r.stdout}"

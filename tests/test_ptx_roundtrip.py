@@ -341,7 +341,7 @@ _OFFSETS = (
 
 def test_symbol_and_register_plus_constant_operands_outside_brackets(tmp_path):
     from rr.ptx import linearise
-    from rr.ptx.linearise import operands
+    from rr.ptx.statements import operands
     from rr.ptx.model import Offset
 
     m = parse(_OFFSETS)

@@ -296,7 +296,7 @@ def test_a_recipe_that_widens_the_cut_is_refused(nvcc_ptx, tmp_path):
 
 def _ops(text: str):
     from rr.ptx import parse
-    from rr.ptx.linearise import operands
+    from rr.ptx.statements import operands
 
     body = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n" + text + "\n\tret;\n}\n"
     s = linearise(parse(body).function("k"))[0]

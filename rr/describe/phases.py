@@ -24,9 +24,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec, register_names
-from rr.ptx.linearise import operands as statement_operands
+from rr.ptx.statements import operands as statement_operands
 
 MMA_PREFIXES = ("mma.", "wmma.mma", "wgmma.mma_async")
 GROUPINGS = ("run", "gemm")

@@ -45,8 +45,8 @@ from rr.describe.values import (
     shift_right,
 )
 from rr.ptx.cfg import body_directives, control_flow
-from rr.ptx.linearise import Statement, linearise
-from rr.ptx.linearise import operands as statement_operands
+from rr.ptx.statements import Statement, linearise
+from rr.ptx.statements import operands as statement_operands
 from rr.ptx.model import Addr, Imm, Reg, Sym, Vec, register_names
 from rr.ptx.reaching import UNDEFINED, ReachingDefinitions
 

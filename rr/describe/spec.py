@@ -10,7 +10,7 @@ from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
 from rr.describe.provenance import Dataflow, operand_sources
 from rr.describe.summary import ParamUse, summarise_epilogue, summarise_params
 from rr.ptx._bulk import no_gc
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 
 
 class NothingToDescribe(ValueError):

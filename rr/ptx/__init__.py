@@ -6,8 +6,8 @@ command that does not parse PTX (`rr measure`, `rr collect`, `rr run`)."""
 
 from importlib import import_module
 
-_WHERE = {"ParseError": "rr.ptx.errors", "Statement": "rr.ptx.linearise", "linearise": "rr.ptx.linearise",
-          "statements_table": "rr.ptx.linearise", "Module": "rr.ptx.model", "emit": "rr.ptx.parser",
+_WHERE = {"ParseError": "rr.ptx.errors", "Statement": "rr.ptx.statements", "linearise": "rr.ptx.statements",
+          "statements_table": "rr.ptx.statements", "Module": "rr.ptx.model", "emit": "rr.ptx.parser",
           "parse": "rr.ptx.parser", "parse_file": "rr.ptx.parser"}
 
 __all__ = sorted(_WHERE)

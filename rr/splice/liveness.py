@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rr.ptx.cfg import successors
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.ptx.model import Function
 
 

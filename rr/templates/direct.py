@@ -56,7 +56,7 @@ from typing import NamedTuple
 from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Dataflow, _Tracer, phase_operands
 from rr.ptx import linearise, parse
-from rr.ptx.linearise import operands as statement_operands
+from rr.ptx.statements import operands as statement_operands
 from rr.ptx.model import Block, Imm, Instruction, Reg, Vec, emit_items
 from rr.ptx.reaching import UNDEFINED
 from rr.templates import NotApplicable, TemplateError

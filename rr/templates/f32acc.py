@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.ptx.model import register_names
-from rr.ptx.linearise import operands as statement_operands
+from rr.ptx.statements import operands as statement_operands
 from rr.templates import TemplateError
 
 _F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")

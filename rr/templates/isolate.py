@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.ptx.model import Directive, Function
 
 _WIDTH = {".pred": 4, ".b8": 1, ".u8": 1, ".s8": 1, ".b16": 2, ".u16": 2, ".s16": 2, ".f16": 2,

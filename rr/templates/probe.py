@@ -19,7 +19,7 @@ The record lists the words and, per `mma`, which words are its D, A, B and C, so
 from __future__ import annotations
 
 from rr.describe.phases import is_mma, mma_operands
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.templates import TemplateError
 
 ROLES = ("D", "A", "B", "C")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Access, Dataflow, _Tracer
 from rr.describe.values import Value, bit_fields, lanes, special_register_parts
-from rr.ptx.linearise import Statement
+from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec
 from rr.ptx.reaching import UNDEFINED
 from rr.templates import TemplateError
