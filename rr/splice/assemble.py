@@ -50,17 +50,20 @@ def _offsets(text: str, function: Function) -> list[tuple[int, int]]:
 
 def assemble(text: str, entry: str, first: int, last: int, replacement: list[str],
              declarations: list[str] = (), source: str = "<module>", functions: list[str] = (),
-             params: list[str] = ()) -> Splice:
+             params: list[str] = (), *, function=None, statements: list | None = None) -> Splice:
     """Replace statements first..last (1-based) of `entry` by the `replacement` texts (complete
     instructions, or `{ … }` blocks of them), adding `declarations` (e.g. '.reg .b32 %rr<4>;') to
     the entry, `functions` (whole `.func` texts) to the module just before the entry, and
-    `params` (e.g. '.param .u64 probe') after the entry's own parameters."""
-    module = parse(text, source)
-    try:
-        function = module.function(entry)
-    except KeyError as e:
-        raise SpliceError(e.args[0]) from None
-    before = linearise(function)
+    `params` (e.g. '.param .u64 probe') after the entry's own parameters. `function` and
+    `statements`: the entry as parsed from `text` and linearised already, where the caller has them
+    (a splice job parsed and linearised the original to describe it: doing it again was a sixth of
+    the job)."""
+    if function is None:
+        try:
+            function = parse(text, source).function(entry)
+        except KeyError as e:
+            raise SpliceError(e.args[0]) from None
+    before = linearise(function) if statements is None else statements
     if not 1 <= first <= last <= len(before):
         raise SpliceError(f"{entry}: cut s{first}–s{last} is outside its {len(before)} statements")
     scopes = {s.scope for s in before[first - 1:last]}

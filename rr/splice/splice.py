@@ -158,7 +158,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     except ValueError as e:
         raise SpliceError(f"phase {phase}: {e}") from None
     if result is None:
-        result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params)
+        result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params,
+                          function=function, statements=statements)
     record = {
         "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
         "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},
