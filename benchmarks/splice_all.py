@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from rr.cli import _resolve
+from rr.corpus import find_entry
 from rr.splice.assemble import SpliceError
 from rr.splice.recipe import load_recipe, shipped_recipes
 from rr.splice.splice import described_entry, splice
@@ -29,15 +30,13 @@ def main() -> int:
     ap.add_argument("layers", help="comma-separated words an entry's name must contain one of")
     ap.add_argument("-o", "--output", help="write the digests (JSON) here")
     args = ap.parse_args()
-    entries = json.loads(Path(args.corpus, "entries.json").read_text())
-    names = sorted(n for found in entries.values() for n in found if any(w in n for w in args.layers.split(",")))
-    if not names:
-        sys.exit(f"{args.corpus}/entries.json: no entry's name contains any of {args.layers!r}")
+    chosen = sorted(find_entry(args.corpus, "|".join(map(re.escape, args.layers.split(",")))), key=lambda h: h[1])
+    if not chosen:
+        sys.exit(f"{args.corpus}: no entry's name contains any of {args.layers!r}")
     recipes = {r: load_recipe(r) for r in shipped_recipes()}
     digests, spent = {}, 0.0
     out = Path(tempfile.mkdtemp()) / "spliced.ptx"
-    for name in names:
-        ptx = _resolve(args.corpus, name)
+    for ptx, name in chosen:
         for phase in range(1, len(described_entry(ptx, name).phases) + 1):
             for r, recipe in recipes.items():
                 t0 = time.perf_counter()

@@ -71,22 +71,25 @@ def _template(name: str, flow, phases, epilogues, first: int, last: int, live, f
     return replacement, declarations, [], {"f32acc": record}
 
 
-def _outlined(text: str, entry: str, built, outline: str, source: str, name: str):
+def _outlined(text: str, entry: str, built, outline: str, source: str, name: str, original, original_statements):
     """The direct splice with its phase (`outline: phase`) or its construction and all that
     follows it in the cut (`construction`) moved into a `.func`: the isolate template on the
     spliced entry; (the assembled splice, its record). The statements outside the direct cut are
     checked against the original by the first assembly, those outside the outlined range against
-    the direct splice by the second."""
+    the direct splice by the second. `original`, `original_statements`: the entry as parsed from
+    `text` and linearised (the description's), so that neither assembly parses again."""
     from rr.templates.isolate import isolate
 
-    spliced = assemble(text, entry, built.first, built.last, built.replacement, built.declarations, source)
+    spliced = assemble(text, entry, built.first, built.last, built.replacement, built.declarations, source,
+                       function=original, statements=original_statements)
     function = parse(spliced.text, source).function(entry)
     statements = linearise(function)
     last = built.first + spliced.inserted - 1  # the phase's last mma ends the replacement
     first = built.first + (built.phase_lead if outline == "phase" else built.lead)
     live = cut_liveness(function, statements, first, last)
     iso = isolate(function, statements, first, last, live.live_in, live.live_out, name)
-    result = assemble(spliced.text, entry, first, last, [iso.call_site], [], source, [iso.function])
+    result = assemble(spliced.text, entry, first, last, [iso.call_site], [], source, [iso.function],
+                      function=function, statements=statements)
     # as the record counts them against the original: the direct cut's statements and what stands there now
     result.cut, result.outside_checked = spliced.cut, spliced.outside_checked
     result.inserted = spliced.inserted - (last - first + 1) + result.inserted
@@ -145,7 +148,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     try:
         if built is not None and recipe.params.get("outline", "none") != "none":
             result, outlined = _outlined(text, entry, built, recipe.params["outline"], str(ptx),
-                                         f"rr_{entry}_phase{phase}_direct")
+                                         f"rr_{entry}_phase{phase}_direct", function, statements)
             extra = {"direct": {**built.record, "outline": outlined}}
         elif built is not None:
             replacement, declarations, functions, extra = built.replacement, built.declarations, [], {"direct": built.record}
