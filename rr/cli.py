@@ -972,7 +972,7 @@ _NUMPY_FREE = (["spec"], ["describe"], ["linearise"], ["extract"], ["entries"], 
 def entry() -> int:
     """The `rr` command (console script, `python -m rr`): main() in a process of its own. pyarrow
     imports pandas — 0.5–1 s, half of a small command's time — the first time it builds an array
-    whenever pandas is installed (Snakemake's install brings it), to ask whether the data is a
+    whenever pandas is installed (rr's own `report` needs it), to ask whether the data is a
     pandas object. No rr command but `report` gives pyarrow pandas objects or uses pandas, so for
     the others the process says pandas is absent. Likewise numpy for the commands that use none
     (_NUMPY_FREE), which pyarrow imports when it can (0.1 s, an eighth of `rr spec`'s time on the
