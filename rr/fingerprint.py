@@ -38,7 +38,9 @@ def fingerprint(stage: str, root: str | Path = PACKAGE) -> str:
 
 
 def import_rr_from(checkout: str | Path) -> None:
-    """Make every job this process starts (`python3 -m rr …`) import rr from `checkout`, the code
+    """Make every job this process starts (`python3 -P -m rr …`) import rr from `checkout`, the code
     `fingerprint` covers, in whichever environment runs the job: the active one, or a rule's conda
-    env, which has rr's dependencies but not rr."""
+    env, which has rr's dependencies but not rr. (`-P` keeps the job's working directory off
+    sys.path: with `snakemake -d DIR` an `rr/` in DIR would come first.)"""
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH")) if p)
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -228,7 +229,31 @@ def checked_config_file(path: str | Path, extra=()) -> str:
     return str(path)
 
 
+# C0 controls and DEL: a newline would split a job's command (and lets `^…$` patterns match
+# "sm_90\n", since `$` matches before a final newline); none belongs in a name, path or size
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _strings(value, path=()):
+    """(key path, string) of every string in a loaded document, keys included."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k, path)
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
 def checked_config(config: dict, where: str = "config") -> dict:
-    """The config as Snakemake merged it (files, --config), bounded before validation walks it."""
+    """The config as Snakemake merged it (files, --config), bounded before validation walks it,
+    and refused where a string holds a control character (naming the key)."""
     check_expansion(config, where)
+    for path, text in _strings(config):
+        bad = CONTROL.search(text)
+        if bad:
+            raise InvalidInput(f"{where}: {key_path(path)}: {cut(repr(text))}: a control character "
+                               f"({bad.group()!r}) has no place in a config value")
     return config

@@ -3,7 +3,6 @@
 
 import json
 import os
-import shlex
 
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
@@ -146,17 +145,18 @@ def frame_layout_inputs(wildcards):
 
 
 def compiled_option(wildcards):
-    """rr launch's --module for each layer it launches (on cuda: their reference cubins), or nothing."""
+    """rr launch's --module for each layer it launches (on cuda: their reference cubins), or none:
+    arguments, each quoted on its own by the rule (`{params.compiled:q}`)."""
     if MODULE != "cubin":
-        return ""
+        return []
     layers = [s.name for s in NETWORK] if wildcards.get("layer") is None else [wildcards.layer]
-    return " ".join(f"--module {layer}={reference_cubin(layer)}" for layer in layers)
+    return [arg for layer in layers for arg in ("--module", f"{layer}={reference_cubin(layer)}")]
 
 
 def launches_option(wildcards):
-    """rr launch's option for the user's launches (corpus.launches), or nothing."""
+    """rr launch's option for the user's launches (corpus.launches), or none (arguments, as above)."""
     launches = config["corpus"].get("launches")
-    return f"--launches {shlex.quote(launches)}" if launches else ""
+    return ["--launches", launches] if launches else []
 
 
 def in_frame(wildcards):
@@ -206,8 +206,8 @@ def measure_outputs(alone):
 
 
 def layer_option(wildcards):
-    """rr measure's --layer: for a frame, the layer the splice replaces."""
-    return f"--layer {wildcards.layer}" if in_frame(wildcards) else ""
+    """rr measure's --layer: for a frame, the layer the splice replaces (arguments, as above)."""
+    return ["--layer", wildcards.layer] if in_frame(wildcards) else []
 
 
 def recipe_file(wildcards):
@@ -246,7 +246,8 @@ def cell_dir(wildcards):
 
 from rr.fingerprint import fingerprint, import_rr_from
 
-# Jobs (`python3 -m rr …`) run this checkout's rr; cluster jobs parse this file again and do the same.
+# Jobs (`python3 -P -m rr …`) run this checkout's rr, never one in their working directory; cluster
+# jobs parse this file again and do the same.
 import_rr_from(workflow.basedir)
 
 # The code each stage runs: a change reruns that stage's jobs (and what depends on them) only.
@@ -267,11 +268,8 @@ CODE = {
 
 
 def descriptor_args(wildcards):
-    """--descriptor LAYER=PATH for every configured layer."""
-    return " ".join(
-        f"--descriptor {layer}=results/{layer}/descriptor.json"
-        for layer in LAYERS
-    )
+    """--descriptor LAYER=PATH for every configured layer (arguments, as above)."""
+    return [arg for layer in LAYERS for arg in ("--descriptor", f"{layer}=results/{layer}/descriptor.json")]
 
 
 # rr measure's options, shared by its two rules (run.smk)
@@ -282,10 +280,10 @@ MEASURE_PARAMS = {
     "limit": config["timing"]["time_limit_s"],
     "layer": layer_option,
     "cell": cell_dir,
-    "keep": "--keep" if config["keep_captures"] else "",
+    "keep": ["--keep"] if config["keep_captures"] else [],
 }
 MEASURE = (
-    "python3 -m rr measure {input.launch} --module {input.module} --reference {input.reference} {params.layer}"
-    " --recipe {wildcards.recipe} --backend {params.backend} --noise {params.noise} --time-limit {params.limit}"
-    " --timeout 3600 {params.keep} --record -o {params.cell} > {log} 2>&1"
+    "python3 -P -m rr measure {input.launch:q} --module {input.module:q} --reference {input.reference:q}"
+    " {params.layer:q} --recipe {wildcards.recipe:q} --backend {params.backend:q} --noise {params.noise:q}"
+    " --time-limit {params.limit:q} --timeout 3600 {params.keep:q} --record -o {params.cell:q} > {log:q} 2>&1"
 )

@@ -17,7 +17,7 @@ rule synth_engine:
         code=CODE["synth"],
         arch=config["arch"],
     shell:
-        "python3 -m rr synth engine --arch {params.arch} -o {output} > {log} 2>&1"
+        "python3 -P -m rr synth engine --arch {params.arch:q} -o {output:q} > {log:q} 2>&1"
 
 
 rule extract:
@@ -33,7 +33,7 @@ rule extract:
     params:
         code=CODE["corpus"],
     shell:
-        "python3 -m rr extract {input} -o resources/corpus > {log} 2>&1"
+        "python3 -P -m rr extract -o resources/corpus -- {input:q} > {log:q} 2>&1"
 
 
 rule linearise:
@@ -49,4 +49,4 @@ rule linearise:
         code=CODE["linearise"],
         entry=layer_entry,
     shell:
-        "python3 -m rr linearise resources/corpus --entry {params.entry} -o {output} > {log} 2>&1"
+        "python3 -P -m rr linearise resources/corpus --entry {params.entry:q} -o {output:q} > {log:q} 2>&1"

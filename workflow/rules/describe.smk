@@ -18,5 +18,5 @@ checkpoint describe:
         out=layer_dir,
         grouping=config["grouping"],
     shell:
-        "python3 -m rr describe resources/corpus --entry {params.entry} --grouping {params.grouping} --record "
-        "-o {params.out} > {log} 2>&1"
+        "python3 -P -m rr describe resources/corpus --entry {params.entry:q} --grouping {params.grouping:q}"
+        " --record -o {params.out:q} > {log:q} 2>&1"

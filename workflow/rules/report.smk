@@ -19,7 +19,7 @@ rule summary:
     params:
         code=CODE["report"],
     shell:
-        "python3 -m rr summary {input} -o {output} > {log} 2>&1"
+        "python3 -P -m rr summary {input:q} -o {output:q} > {log:q} 2>&1"
 
 
 rule report_figures:
@@ -76,4 +76,4 @@ rule report_figures:
         code=CODE["report"],
         descriptors=descriptor_args,
     shell:
-        "python3 -m rr report {input.summary} {params.descriptors} -o results/report > {log} 2>&1"
+        "python3 -P -m rr report {input.summary:q} {params.descriptors:q} -o results/report > {log:q} 2>&1"

@@ -25,8 +25,9 @@ rule launch:
         launches=launches_option,
         compiled=compiled_option,
     shell:
-        "python3 -m rr launch {wildcards.layer} resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' {params.launches} {params.compiled} --record -o {output} > {log} 2>&1"
+        "python3 -P -m rr launch --frame {params.frame:q} --seed {params.seed:q} --entry-pattern {params.pattern:q}"
+        " {params.launches:q} {params.compiled:q} --record -o {output:q} -- {wildcards.layer:q} resources/corpus"
+        " > {log:q} 2>&1"
 
 
 rule frame_layout:
@@ -46,8 +47,8 @@ rule frame_layout:
         pattern=entry_pattern,
         compiled=compiled_option,
     shell:
-        "python3 -m rr launch frame resources/corpus --frame {params.frame} --seed {params.seed}"
-        " --entry-pattern '{params.pattern}' {params.compiled} -o {output} > {log} 2>&1"
+        "python3 -P -m rr launch frame resources/corpus --frame {params.frame:q} --seed {params.seed:q}"
+        " --entry-pattern {params.pattern:q} {params.compiled:q} -o {output:q} > {log:q} 2>&1"
 
 
 rule capture_frame:
@@ -69,7 +70,7 @@ rule capture_frame:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "python3 -m rr run {input} --backend {params.backend} --timeout 3600 --record -o {output} > {log} 2>&1"
+        "python3 -P -m rr run {input:q} --backend {params.backend:q} --timeout 3600 --record -o {output:q} > {log:q} 2>&1"
 
 
 rule capture_reference:
@@ -91,7 +92,7 @@ rule capture_reference:
         code=CODE["run"],
         backend=BACKEND,
     shell:
-        "python3 -m rr run {input} --backend {params.backend} --record -o {output} > {log} 2>&1"
+        "python3 -P -m rr run {input:q} --backend {params.backend:q} --record -o {output:q} > {log:q} 2>&1"
 
 
 rule compile_reference:
@@ -112,8 +113,8 @@ rule compile_reference:
         arch=config["arch"],
         entry=layer_entry,
     shell:
-        "python3 -m rr compile resources/corpus --entry {params.entry} --arch {params.arch} --record"
-        " -o {output.cubin} > {log} 2>&1"
+        "python3 -P -m rr compile resources/corpus --entry {params.entry:q} --arch {params.arch:q} --record"
+        " -o {output.cubin:q} > {log:q} 2>&1"
 
 
 rule layer_alone:
@@ -129,7 +130,7 @@ rule layer_alone:
     params:
         code=CODE["run"],
     shell:
-        "python3 -m rr relaunch {input} --layer {wildcards.layer} --extract -o {output} > {log} 2>&1"
+        "python3 -P -m rr relaunch {input:q} --layer {wildcards.layer:q} --extract -o {output:q} > {log:q} 2>&1"
 
 
 # A splice measured whole (rr measure): launched, captured with the reference's unchanged buffers
@@ -176,7 +177,7 @@ rule measure_in_frame:
     params:
         **MEASURE_PARAMS,
     shell:
-        MEASURE + " --alone {input.alone}"
+        MEASURE + " --alone {input.alone:q}"
 
 
 rule collect:
@@ -199,10 +200,10 @@ rule collect:
         reference=reference_compile,
         backend=BACKEND,
     shell:
-        "python3 -m rr collect {params.cell} --layer {wildcards.layer} --phase {wildcards.phase}"
-        " --recipes {params.recipes} --descriptor {params.descriptor} --module resources/corpus"
-        " --launch {params.launch} --reference-compile {params.reference} --backend {params.backend}"
-        " -o {output} > {log} 2>&1"
+        "python3 -P -m rr collect {params.cell:q} --layer {wildcards.layer:q} --phase {wildcards.phase:q}"
+        " --recipes {params.recipes:q} --descriptor {params.descriptor:q} --module resources/corpus"
+        " --launch {params.launch:q} --reference-compile {params.reference:q} --backend {params.backend:q}"
+        " -o {output:q} > {log:q} 2>&1"
 
 
 rule layer_status:
@@ -220,5 +221,5 @@ rule layer_status:
         cell=layer_dir,
         recipes=",".join(config["recipes"]),
     shell:
-        "python3 -m rr collect {params.cell} --layer {wildcards.layer} --recipes {params.recipes}"
-        " --descriptor {input.descriptor} --module resources/corpus -o {output} > {log} 2>&1"
+        "python3 -P -m rr collect {params.cell:q} --layer {wildcards.layer:q} --recipes {params.recipes:q}"
+        " --descriptor {input.descriptor:q} --module resources/corpus -o {output:q} > {log:q} 2>&1"

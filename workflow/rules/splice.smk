@@ -22,8 +22,8 @@ rule splice:
         entry=layer_entry,
         grouping=config["grouping"],
     shell:
-        "python3 -m rr splice resources/corpus --entry {params.entry} --recipe {input.recipe} "
-        "--phase {wildcards.phase} --grouping {params.grouping} --record -o {output.ptx} > {log} 2>&1"
+        "python3 -P -m rr splice resources/corpus --entry {params.entry:q} --recipe {input.recipe:q}"
+        " --phase {wildcards.phase:q} --grouping {params.grouping:q} --record -o {output.ptx:q} > {log:q} 2>&1"
 
 
 rule compile:
@@ -43,4 +43,4 @@ rule compile:
         code=CODE["compile"],
         arch=config["arch"],
     shell:
-        "python3 -m rr compile {input} --arch {params.arch} --record -o {output.cubin} > {log} 2>&1"
+        "python3 -P -m rr compile --arch {params.arch:q} --record -o {output.cubin:q} -- {input:q} > {log:q} 2>&1"
