@@ -36,6 +36,8 @@ from pathlib import Path
 
 from common import rr, work_dir
 
+from rr.capture.index import read_capture
+
 ROOT = Path(__file__).resolve().parent.parent
 GENCODE = "-gencode=arch=compute_90,code=[sm_90,compute_90]"
 
@@ -99,7 +101,7 @@ def main() -> None:
     t0 = time.perf_counter()
     captured = rr("capture", "-o", cap, "--", *argv)
     wall = time.perf_counter() - t0
-    launches = json.loads((cap / "capture.json").read_text())["launches"]
+    launches = read_capture(cap)["launches"]
     per_entry = {}
     for e in launches:
         t = e["times_ns"]

@@ -65,7 +65,9 @@ def engine(fake, tmp_path_factory):
 
 
 def index(cap: Path) -> dict:
-    return json.loads((cap / "capture.json").read_text())
+    from rr.capture import read_capture
+
+    return read_capture(cap)  # what every reader of capture.json reads: each capture here passes its checks
 
 
 def launch_dir(cap: Path, i: int) -> Path:
@@ -99,9 +101,9 @@ def test_the_interposer_is_built_on_first_use_into_the_cache_once(engine, fake, 
 
     built = list((fake["dir"] / "cache" / "rr").glob("capture-*.so"))
     assert len(built) == 1  # rr capture built it on first use; the next captures took it from the cache
-    library = build_interposer(tmp_path)
+    library = build_interposer(tmp_path).path
     stamp = library.stat().st_mtime_ns
-    assert build_interposer(tmp_path) == library and library.stat().st_mtime_ns == stamp
+    assert build_interposer(tmp_path).path == library and library.stat().st_mtime_ns == stamp
     assert library.name == built[0].name  # named by the source (and compiler): the same build
 
 

@@ -33,10 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rr.capture.build import CaptureError, build_interposer
+from rr.capture.build import CaptureError, interposer
 from rr.capture.convert import describe
-
-CAPTURE_FILE = "capture.json"
+from rr.capture.index import CAPTURE_FILE
 
 
 @dataclass
@@ -96,13 +95,12 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
     if kernels is not None:
         check_pattern(kernels)
     ranges = parse_range(launches) if launches is not None else []
-    library = build_interposer(cache)
     result = CaptureResult(0, None)
     try:
-        with atomic_dir(output) as tmp:
+        with interposer(cache) as library, atomic_dir(output) as tmp:
             raw = tmp / "raw"
-            env = dict(os.environ, RR_CAPTURE_DIR=str(raw),
-                       LD_PRELOAD=":".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p))
+            env = dict(os.environ, RR_CAPTURE_DIR=str(raw),  # the library checked now, as it goes into LD_PRELOAD
+                       LD_PRELOAD=":".join(p for p in (library.preload(), os.environ.get("LD_PRELOAD", "")) if p))
             env.pop("RR_CAPTURE_KERNELS", None)
             env.pop("RR_CAPTURE_LAUNCHES", None)
             if kernels is not None:
