@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
 
+from rr import children
 from rr.validation import InvalidInput, cut
 
 
@@ -55,7 +55,7 @@ def build_interposer(cache: str | Path | None = None, compiler: str | None = Non
         src = Path(tmp) / "interposer.c"
         src.write_bytes(source)
         out = Path(tmp) / library.name
-        done = subprocess.run([cc, *FLAGS, "-o", str(out), str(src), *LIBS], capture_output=True, text=True)
+        done = children.run([cc, *FLAGS, "-o", str(out), str(src), *LIBS], capture=True)
         if done.returncode != 0:
             raise CaptureError(f"{cc}: building the interposer failed:\n{cut(done.stderr.strip(), 2000)}")
         os.replace(out, library)
