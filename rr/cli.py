@@ -937,6 +937,19 @@ def _os_error(e: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command: its exit status. SIGTERM, SIGHUP and SIGINT (Ctrl-C) end the processes it
+    started and then the command itself, its temporaries removed, with 128 + the signal and no
+    traceback (rr.children)."""
+    from rr.children import ending_children_on_signals
+
+    with ending_children_on_signals():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as e:  # rr.children.Interrupted, or a Ctrl-C before its handler
+            return getattr(e, "status", 130)  # 128 + SIGINT
+
+
+def _main(argv: list[str] | None) -> int:
     from rr.io import OutputRefused
     from rr.ptx.errors import ParseError
     from rr.validation import InvalidInput

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rr.private import live_pid
 from rr.synth.inputs import write_enc2
 from run_kernels import single_buffer_launch
 
@@ -27,11 +28,10 @@ def workers(tmp_path, monkeypatch):
     monkeypatch.setenv("RR_WORKER_DIR", str(d))
     monkeypatch.setenv("RR_WORKER_IDLE_S", "30")
     yield d
-    for pid in d.glob("*.pid"):  # no worker outlives its test
-        try:
-            os.killpg(int(pid.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
+    for record in d.glob("*.pid"):  # no worker outlives its test
+        pid = live_pid(record.read_text())
+        if pid is not None:
+            os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_a_worker_killed_during_a_job_leaves_a_fault_record_naming_it(tmp_path, 
     while not list(workers.glob("*.sock")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # the job is under way: this enc2 takes seconds on the interpreter
-    os.killpg(int(next(workers.glob("*.pid")).read_text()), signal.SIGKILL)
+    os.killpg(live_pid(next(workers.glob("*.pid")).read_text()), signal.SIGKILL)
     job.wait(timeout=120)
     record = json.loads((tmp_path / "o" / "run.json").read_text())
     assert job.returncode == 1 and record["status"] == "fault"

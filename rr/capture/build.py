@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from rr import children
 from rr.private import NotPrivate, open_private, private_dir, trusted_file, why_not_private
 from rr.validation import InvalidInput, cut
 
@@ -117,7 +117,7 @@ def _build(library: Path, record: Path, cc: str) -> Library:
         src = Path(tmp) / "interposer.c"
         src.write_bytes(interposer_source())
         out = Path(tmp) / library.name
-        done = subprocess.run([cc, *FLAGS, "-o", str(out), str(src), *LIBS], capture_output=True, text=True)
+        done = children.run([cc, *FLAGS, "-o", str(out), str(src), *LIBS], capture=True)
         if done.returncode != 0:
             raise CaptureError(f"{cc}: building the interposer failed:\n{cut(done.stderr.strip(), 2000)}")
         os.chmod(out, 0o755)  # the compiler made it through the umask: 0777 under umask 000

@@ -28,11 +28,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rr import children
 from rr.capture.build import CaptureError, interposer
 from rr.capture.convert import describe
 from rr.capture.index import CAPTURE_FILE
@@ -109,7 +109,9 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
                 env["RR_CAPTURE_LAUNCHES"] = ",".join(f"{a}-{'' if b is None else b}" for a, b in ranges)
             t0 = time.time()
             try:
-                status = subprocess.run(command, env=env).returncode
+                # the program's own stdin, stdout and stderr, and the terminal (it stays in rr's
+                # process group); it dies with rr (rr.children)
+                status = children.run(command, env=env, stdin=None, group=False).returncode
             except OSError as e:
                 raise CaptureError(f"{command[0]}: cannot run it ({e.strerror})") from None
             result.exit_status = 128 - status if status < 0 else status

@@ -17,15 +17,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rr import children
+
 # what a results row shows of an entry's compile, per kernel: the ptxas figures a splice changes
 FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "constant_bytes")
 
 
 PTXAS_NICENESS = 10
-
-
-def _lower_priority() -> None:
-    os.nice(PTXAS_NICENESS)
 
 
 def find_ptxas() -> str | None:
@@ -115,12 +113,15 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     try:
         # at a lower CPU priority: in a sweep the GPU waits on the capture and timing jobs' own
         # Python, which a machine full of ptxas would otherwise starve
-        r = subprocess.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)],
-                           capture_output=True, text=True, timeout=timeout_s, preexec_fn=_lower_priority)
+        r = children.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)], capture=True,
+                         timeout=timeout_s, niceness=PTXAS_NICENESS)
     except subprocess.TimeoutExpired:
         tmp.unlink(missing_ok=True)
         return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
                              timeout_s * 1000)
+    except BaseException:  # interrupted (rr.children): what ptxas wrote of the cubin goes
+        tmp.unlink(missing_ok=True)
+        raise
     ms = (time.perf_counter() - t0) * 1000
     report = r.stdout + r.stderr
     functions, warnings = parse_report(report)

@@ -11,7 +11,9 @@ Devices are enumerated through the CUDA driver (`libcuda`) with ctypes rather th
 driver that honours `CUDA_VISIBLE_DEVICES` (as SLURM sets it), it costs milliseconds instead of the
 second that importing cupy and creating a context cost, and it is what the workflow asks at DAG
 time and on every no-op run. UUIDs rather than indices name the locks because under SLURM's
-cgroups every job sees its own GPU as device 0.
+cgroups every job sees its own GPU as device 0. The locks are in a private directory
+($TMPDIR/rr-gpu-locks-<uid>, or RR_GPU_LOCK_DIR: rr.private.private_dir — one another user owns or
+can write is refused, never used), opened without following links.
 """
 
 from __future__ import annotations
@@ -97,17 +99,18 @@ def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | Non
     if not devices:
         yield None
         return
-    lock_dir = Path(lock_dir) if lock_dir is not None else default_lock_dir()
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    from rr.private import open_private, private_dir  # here: the workflow imports this module at DAG time
+
+    lock_dir = private_dir(lock_dir if lock_dir is not None else default_lock_dir(), "rr's GPU lock directory")
     waiting_since = None
     while True:
         for device in devices:
-            handle = open(lock_dir / f"{device}.lock", "a")
+            handle = open_private(lock_dir / f"{device}.lock", os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if len(devices) > 1:
-                    handle.close()
+                    os.close(handle)
                     continue
                 waiting_since = waiting_since or _waiting(devices, lock_dir, say)
                 fcntl.flock(handle, fcntl.LOCK_EX)
@@ -116,7 +119,7 @@ def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | Non
                     say(f"rr: got GPU {device} after {time.monotonic() - waiting_since:.1f} s")
                 yield device
             finally:
-                handle.close()  # closing the descriptor releases the lock
+                os.close(handle)  # closing the descriptor releases the lock
             return
         waiting_since = waiting_since or _waiting(devices, lock_dir, say)
         time.sleep(poll_s)

@@ -32,12 +32,13 @@ def _child(args: list[str], gpu: str | None, timeout_s: float):
     """`python -m rr.run.child ARGS` as a fresh process, or by the GPU's long-lived worker when
     RR_WORKER=1 (rr.run.worker); either way something with returncode (None: the worker died
     during the job), stdout and stderr, or subprocess.TimeoutExpired."""
+    from rr import children
     from rr.run import worker
 
     if worker.enabled():
         return worker.call(args, gpu, gpu_env(gpu), timeout_s)
-    return subprocess.run([sys.executable, "-m", "rr.run.child", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=gpu_env(gpu))
+    return children.run([sys.executable, "-m", "rr.run.child", *args], capture=True, timeout=timeout_s,
+                        env=gpu_env(gpu))
 
 
 def _died(child, backend: str, what: str) -> dict:

@@ -24,7 +24,20 @@ Fault isolation is kept: a job that ends in a fault (status fault, an illegal ad
 left the context unusable) or that the worker cannot report is the worker's last — it exits after
 replying, and the next job starts a fresh one; a job that outlives its time limit has the worker
 killed (its whole process group) and gets the same timeout record a child would; a worker that
-dies mid-job leaves a fault record saying so. The GPU claim (rr.run.gpus) still gives each job the
+dies mid-job leaves a fault record saying so.
+
+The worker outlives the commands it serves — that is its point (rr.children.start_detached: a
+session of its own, no parent-death signal) — but no job outlives its command: while a job runs, a
+thread of the worker's watches the job's connection, and when the client closes it before the
+reply (the `rr run` that sent it was killed, by any signal, or gave up) the worker ends itself at
+once, mid-job; it is not reused, and the next job starts a fresh one.
+
+The worker's socket, pid record, start lock and log are in a private directory
+($TMPDIR/rr-workers-<uid>, or RR_WORKER_DIR: rr.private.private_dir — one that is not the user's
+own or that others can write is refused, never used); the files in it are opened without following
+links, the pid record is written whole under a fresh name and renamed into place, and the worker's
+process group is signalled only when the pid the record names is still the process that wrote it
+(its start time) and leads its group. The GPU claim (rr.run.gpus) still gives each job the
 device alone, so a worker never serves two jobs at once on one GPU; timings and captures queue as
 before. Without a GPU (the cpu backend) there is no claim, and one worker serves the machine's
 jobs one after another: meant for tests and for single-job use, not for a parallel cpu sweep.
@@ -41,10 +54,15 @@ import json
 import os
 import signal
 import socket
+import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from rr.private import live_pid, open_private, pid_record, private_dir
+from rr.validation import InvalidInput
 
 ENABLE_ENV = "RR_WORKER"
 DIR_ENV = "RR_WORKER_DIR"
@@ -63,11 +81,35 @@ def enabled() -> bool:
 
 
 def worker_dir() -> Path:
+    """The workers' private directory (NotPrivate, naming it, when it is not one)."""
     import tempfile
 
-    d = Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"rr-workers-{os.getuid()}")
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return d
+    d = os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"rr-workers-{os.getuid()}"
+    return private_dir(d, "rr's worker directory")
+
+
+def _setting(name: str, default, parse, valid, what: str):
+    """$name parsed, `default` when unset or empty; InvalidInput naming the variable and its value
+    when it does not parse or is out of range (a worker given it would die at start)."""
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not valid(value):
+        raise InvalidInput(f"{name}={text!r}: not {what}")
+    return value
+
+
+def idle_s() -> float:
+    """RR_WORKER_IDLE_S: how long a worker waits for its next job."""
+    return _setting(IDLE_ENV, DEFAULT_IDLE_S, float, lambda v: 0 < v < float("inf"), "a number of seconds above 0")
+
+
+def _bytes_setting(name: str) -> int | None:
+    return _setting(name, None, int, lambda v: v >= 0, "a whole number of bytes (0 or more)")
 
 
 def _key(device: str | None) -> str:
@@ -88,25 +130,42 @@ def _connect(path: Path) -> socket.socket | None:
         return None
 
 
-def _pid(base: Path) -> int | None:
+def _record(base: Path) -> str:
+    """The worker's pid record (`PID START`, rr.private.pid_record), "" when there is none."""
     try:
-        return int((base.with_suffix(".pid")).read_text())
-    except (OSError, ValueError):
-        return None
+        fd = open_private(base.with_suffix(".pid"))
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(64).decode(errors="replace")
+
+
+def _write_record(base: Path) -> None:
+    """This worker's pid record, whole before anyone reads it: written under a fresh name, renamed."""
+    tmp = base.with_name(f"{base.name}.pid.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)  # a dead worker's of the same pid
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
+        f.write(pid_record())
+    os.replace(tmp, base.with_suffix(".pid"))
 
 
 def _start(base: Path, env: dict) -> socket.socket:
     """The worker at `base`.sock, started if there is none (one starter at a time)."""
-    with open(base.with_suffix(".lock"), "a") as lock:
+    from rr.children import start_detached
+
+    lock = open_private(base.with_suffix(".lock"), os.O_RDWR | os.O_CREAT)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         sock = _connect(base.with_suffix(".sock"))
         if sock is not None:
             return sock
         base.with_suffix(".sock").unlink(missing_ok=True)
-        idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_S)
-        with open(base.with_suffix(".log"), "a") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "rr.run.worker", str(base), idle], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log = open_private(base.with_suffix(".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            proc = start_detached([sys.executable, "-m", "rr.run.worker", str(base), str(idle_s())], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        finally:
+            os.close(log)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             sock = _connect(base.with_suffix(".sock"))
@@ -116,27 +175,32 @@ def _start(base: Path, env: dict) -> socket.socket:
                 raise RuntimeError(f"the rr worker exited at start (status {proc.returncode}); its log: "
                                    f"{base.with_suffix('.log')}")
             time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # our own child, not reaped: its pid is still its group's
         raise RuntimeError(f"the rr worker did not start within {START_TIMEOUT_S:.0f} s; its log: "
                            f"{base.with_suffix('.log')}")
+    finally:
+        os.close(lock)
 
 
 def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> subprocess.CompletedProcess:
     """Have the worker of `device` run one child command (`argv` as `python -m rr.run.child` gets
     it): what subprocess.run would give, returncode None where the worker died during the job;
     subprocess.TimeoutExpired after killing the worker when it took longer than timeout_s. A
-    worker that closes without taking the job (it was ending) is replaced and the job sent again."""
+    worker that closes without taking the job (it was ending) is replaced and the job sent again.
+    InvalidInput when the worker directory is not private or a setting does not parse."""
+    idle_s(), _bytes_setting(RESIDENT_ENV), _bytes_setting(INSTANCES_ENV)  # refused here, not in the worker
     base = worker_dir() / _key(device)
     for _ in range(3):
         sock = _start(base, env)
-        pid = _pid(base)
+        record = _record(base)
+        pid = live_pid(record)
         try:
             sock.settimeout(timeout_s)
             sock.sendall(json.dumps({"argv": argv, "cwd": os.getcwd()}).encode() + b"\n")
             lines = sock.makefile("rb")
             ack, reply = lines.readline(), lines.readline()
         except TimeoutError:
-            _kill(base, pid)
+            _kill(base, record)
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         except OSError:
             ack = b""  # reset before it read the job
@@ -152,16 +216,56 @@ def call(argv: list[str], device: str | None, env: dict, timeout_s: float) -> su
     raise RuntimeError(f"no rr worker took the job in three tries; its log: {base.with_suffix('.log')}")
 
 
-def _kill(base: Path, pid: int | None) -> None:
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+def _kill(base: Path, record: str) -> None:
+    """Kill the worker whose pid record is `record` (its process group), if that very process is
+    still running and leads its group — never whatever process now has a pid a file names."""
+    pid = live_pid(record)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if pid is not None and os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)
     base.with_suffix(".sock").unlink(missing_ok=True)
 
 
-def _job(conn: socket.socket, resident) -> int | None:
-    """Read one job from `conn`, acknowledge it, run it with the worker's resident buffers, reply;
-    its exit status (None: no job)."""
+def _forget(base: Path) -> None:
+    """This worker takes no more jobs: its socket and pid record go (if they are still its own)."""
+    if live_pid(_record(base)) == os.getpid():
+        base.with_suffix(".sock").unlink(missing_ok=True)
+        base.with_suffix(".pid").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _ended_if_client_goes(conn: socket.socket, base: Path, argv: list[str]):
+    """While the block runs, a thread waits on the job's connection: the client sends nothing
+    after its request, so the connection turning readable (end of file) or hung up means the client
+    is gone — killed, or given up — and the worker ends at once rather than run a job no one
+    waits for (os._exit: the job is mid-way in the main thread)."""
+    wake_r, wake_w = os.pipe()
+
+    def watch():
+        poll = select.poll()
+        poll.register(conn, select.POLLIN | select.POLLRDHUP)
+        poll.register(wake_r, select.POLLIN)
+        if wake_r in dict(poll.poll()):
+            return
+        print(f"{time.strftime('%H:%M:%S')} {' '.join(argv[:2])}: its client went away during the job; "
+              "this worker ends", flush=True)
+        _forget(base)
+        os._exit(1)
+
+    watcher = threading.Thread(target=watch, name="rr-worker-client-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        os.write(wake_w, b"!")
+        watcher.join()
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+def _job(conn: socket.socket, resident, base: Path) -> int | None:
+    """Read one job from `conn`, acknowledge it, run it with the worker's resident buffers (ending
+    the worker if its client goes meanwhile), reply; its exit status (None: no job)."""
     from rr.run.isolate import child_dispatch
 
     request = conn.makefile("rb").readline()
@@ -173,7 +277,7 @@ def _job(conn: socket.socket, resident) -> int | None:
     os.chdir(job["cwd"])  # the job's relative paths are its own
     err = io.StringIO()
     started = time.perf_counter()
-    with contextlib.redirect_stderr(err):
+    with contextlib.redirect_stderr(err), _ended_if_client_goes(conn, base, argv):
         try:
             code = child_dispatch(argv, resident)
         except BaseException as e:  # what a child would die of: reported, then this worker ends
@@ -194,8 +298,9 @@ def _job(conn: socket.socket, resident) -> int | None:
 def _budget(env: str, cap: int) -> int | None:
     """Bytes the worker keeps on the device between jobs: $env, else a quarter of the device's
     memory up to `cap`. None before any job used the device."""
-    if os.environ.get(env):
-        return int(os.environ[env])
+    given = _bytes_setting(env)
+    if given is not None:
+        return given
     cupy = sys.modules.get("cupy")
     if cupy is None:
         return None
@@ -234,7 +339,7 @@ def _release() -> None:
 def serve(base: Path, idle_s: float) -> int:
     """The worker: jobs one at a time until idle_s without one, or until a job ends fatally."""
     path = base.with_suffix(".sock")
-    base.with_suffix(".pid").write_text(str(os.getpid()))  # before the first client can connect
+    _write_record(base)  # before the first client can connect
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     os.chmod(path, 0o600)
@@ -251,7 +356,7 @@ def serve(base: Path, idle_s: float) -> int:
             except TimeoutError:
                 return 0
             with conn:
-                code = _job(conn, resident)
+                code = _job(conn, resident, base)
             if code in FATAL_EXITS:
                 return 0
             served += 1
@@ -262,9 +367,7 @@ def serve(base: Path, idle_s: float) -> int:
     finally:
         # no new connections from here; a client already queued finds the socket closed before
         # its job was acknowledged and sends it to a fresh worker
-        if _pid(base) == os.getpid():
-            path.unlink(missing_ok=True)
-            base.with_suffix(".pid").unlink(missing_ok=True)
+        _forget(base)
         server.close()
 
 
