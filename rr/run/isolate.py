@@ -124,6 +124,7 @@ def _write_record(path: Path, record: dict, code: int) -> int:
     try:
         Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
     except OSError as e:
+        Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
         print(record.get("message") if record["status"] == "io_error" else _os_message(e), file=sys.stderr)
         return IO_ERROR_EXIT
     return code
