@@ -248,7 +248,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False,
     """Every layer on the cpu backend, in order, on one set of arrays, with the `mma` model named
     (rr.numerics.MMA_MODELS): (record, buffers after)."""
     from rr import numerics as nx
-    from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu_launch
+    from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu_launch
 
     mma = mma or nx.DEFAULT_MMA
     directory = Path(directory)
@@ -260,7 +260,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False,
     for i, lyr in enumerate(frame.layers[frame.first():]):
         try:
             record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, mma, progress=progress)
-        except (CpuUnsupported, ExecutionError) as e:
+        except (CpuUnsupported, ExecutionError, ResourceLimit) as e:
             raise type(e)(f"layer {lyr.layer}: {e}") from None
         layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
                        "unwritten_registers": record["unwritten_registers"]})
