@@ -264,23 +264,32 @@ def cmd_collect(args) -> int:
     return 0
 
 
-def cmd_compile(args) -> int:
+class _NoCubin(Exception):
+    """A failed compile without --record: its cubin is not written (the report alone says why)."""
 
-    from rr.io import write_json
+
+def cmd_compile(args) -> int:
+    from rr.io import atomic_paths, json_text, write_json
     from rr.run.compile import compile_ptx
 
-    result = compile_ptx(_resolve(args.ptx, args.entry), args.output, args.arch)
+    ptx = _resolve(args.ptx, args.entry)
     report = Path(str(args.output) + ".json")
-    write_json(report, result.as_dict())
+    try:
+        # the cubin and its report appear together, the report last (it says what the cubin is);
+        # for pipelines (--record) a failed compile's cubin is the empty file it starts as, as a
+        # refused splice's module is
+        with atomic_paths(args.output, report, inputs=(ptx,)) as (cubin, record):
+            result = compile_ptx(ptx, cubin, args.arch)
+            if result.status != "ok":
+                if not args.record:
+                    raise _NoCubin
+                cubin.write_bytes(b"")  # emptied of what a failed ptxas left there
+            record.write_text(json_text(result.as_dict()))
+    except _NoCubin:
+        write_json(report, result.as_dict())
     if result.status != "ok":
         print(f"rr: {result.status}: {args.ptx}: {result.message}", file=sys.stderr)
-        if not args.record:
-            return 1
-        # for pipelines: the record says why; the cubin is an empty file, as a refused splice's module is
-        from rr.io import write_bytes
-
-        write_bytes(args.output, b"")
-        return 0
+        return 0 if args.record else 1
     for f in result.functions.values():
         regs = f"{f.registers} registers, " if f.registers is not None else ""
         shared = f", {f.shared_bytes} bytes shared" if f.shared_bytes is not None else ""
@@ -579,8 +588,7 @@ def _launch_frame(args) -> int:
 def cmd_frame(args) -> int:
     """`rr frame LAYOUT --backend B [--replace LAYER=MODULE …] -o OUT`: the whole frame, in one child
     process, with the given layers' modules replaced."""
-    import tempfile
-
+    from rr.io import scratch_dir
     from rr.run.frame import read_frame, replace_layer
     from rr.run.isolate import run_isolated
     from rr.run.launch import LaunchError
@@ -589,11 +597,9 @@ def cmd_frame(args) -> int:
     layout = Path(args.layout)
     try:
         read_frame(layout)
-        parent = Path(args.output).resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)  # as every rr output's directory is made
-        with tempfile.TemporaryDirectory(prefix=".rr-frame-", dir=parent) as tmp:
+        with scratch_dir(args.output) as tmp:  # the replaced layouts, beside the output
             for i, (layer, module) in enumerate(replacements):
-                step = Path(tmp) / f"step{i}"
+                step = tmp / f"step{i}"
                 replace_layer(layout, layer, module, step)
                 layout = step
             record = run_isolated(layout, args.output, args.backend, args.timeout)

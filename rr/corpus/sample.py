@@ -41,7 +41,8 @@ def sample_engine() -> bytes:
 
 def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> None:
     """A launch directory for the sample kernel (or a splice of it): random finite e4m3 A and B
-    fragments, a random f16x2 bias, one warp, the 16 output tiles."""
+    fragments, a random f16x2 bias, one warp, the 16 output tiles; whole or not at all."""
+    from rr.io import atomic_dir
     from rr.run.launch import Buffer, Field, Launch, check_module, write_launch
 
     rng = np.random.default_rng(seed)
@@ -59,4 +60,5 @@ def sample_launch(directory: str | Path, module: str | Path, seed: int = 3) -> N
                              "b": Buffer("b", "b.npy", "in", dtype="e4m3"),
                              "bias": Buffer("bias", "bias.npy", "in", dtype="float16"),
                              "out": Buffer("out", "out.npy", "out", dtype="float16")})
-    write_launch(directory, launch, arrays, module)
+    with atomic_dir(directory, inputs=(module,)) as tmp:
+        write_launch(tmp, launch, arrays, module)

@@ -122,7 +122,8 @@ def spec_table(spec: dict) -> str:
 
 def write_description(spec: dict, out_dir) -> None:
     """`phases.parquet`, `epilogues.parquet` and `descriptor.json` (the spec) in out_dir, all three
-    or none (rr.io.atomic_paths: written beside, then renamed, the descriptor last)."""
+    or none (rr.io.atomic_paths: written beside, then renamed, the descriptor last and removed
+    first, so no descriptor is ever beside tables of another description)."""
     import json
     from pathlib import Path
 
@@ -139,7 +140,10 @@ def write_description(spec: dict, out_dir) -> None:
     schema = pa.schema([("epilogue", pa.int32()), ("first_stmt", pa.int32()), ("last_stmt", pa.int32()),
                         ("stmts", pa.int32()), ("name", pa.string()), ("ops", counts), ("traffic", counts),
                         ("reductions", pa.string()), ("constants", pa.string())])
-    with atomic_paths(*(out_dir / n for n in ("phases.parquet", "epilogues.parquet", "descriptor.json"))) as tmps:
+    # the descriptor last: it is what readers take the tables for (rr.results.collect), and rr.io
+    # removes it before the first rename, so a set cut short by a kill has none
+    names = ("phases.parquet", "epilogues.parquet", "descriptor.json")
+    with atomic_paths(*(out_dir / n for n in names), shown=out_dir) as tmps:
         pq.write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
         tmps[2].write_text(json_text(spec))

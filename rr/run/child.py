@@ -9,4 +9,10 @@ import sys
 from rr.run.isolate import child_dispatch
 
 if __name__ == "__main__":
-    sys.exit(child_dispatch(sys.argv[1:]))
+    try:
+        sys.exit(child_dispatch(sys.argv[1:]))
+    except Exception as e:
+        # an error of rr's own: its name and text for the parent's record (as the worker reports
+        # one, rr.run.worker), not traceback lines
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)

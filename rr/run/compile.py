@@ -8,10 +8,12 @@ read against the reference's (`entry_figures`).
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import re
 import shutil
+import struct
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +26,7 @@ FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_by
 
 
 PTXAS_NICENESS = 10
+SHT_NOBITS = 8  # an ELF section that takes no room in the file (.bss, .nv.shared)
 
 
 def find_ptxas() -> str | None:
@@ -101,37 +104,64 @@ def parse_report(text: str) -> tuple[dict, list]:
 
 def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
                 extra: tuple = (), timeout_s: float = 600) -> CompileResult:
-    """ptxas -arch=ARCH -v PTX -o OUTPUT; the cubin appears only if ptxas succeeds."""
+    """ptxas -arch=ARCH -v PTX -o OUTPUT. OUTPUT is the caller's temporary (rr.io.atomic_paths: the
+    cubin appears beside its report, and only when both are written): what ptxas leaves there when
+    it fails is the caller's to remove. A cubin shorter than its own ELF headers say (ptxas exits 0
+    when its writes fail: a full disk) is an OSError, not a compile."""
     ptxas = find_ptxas()
     if ptxas is None:
         return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
                              "pip install nvidia-cuda-nvcc", arch, None, None)
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     t0 = time.perf_counter()
     try:
         # at a lower CPU priority: in a sweep the GPU waits on the capture and timing jobs' own
         # Python, which a machine full of ptxas would otherwise starve
-        r = children.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)], capture=True,
+        r = children.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(output)], capture=True,
                          timeout=timeout_s, niceness=PTXAS_NICENESS)
     except subprocess.TimeoutExpired:
-        tmp.unlink(missing_ok=True)
         return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
                              timeout_s * 1000)
-    except BaseException:  # interrupted (rr.children): what ptxas wrote of the cubin goes
-        tmp.unlink(missing_ok=True)
-        raise
     ms = (time.perf_counter() - t0) * 1000
     report = r.stdout + r.stderr
     functions, warnings = parse_report(report)
     if r.returncode != 0:
-        tmp.unlink(missing_ok=True)
         errors = [l.strip() for l in report.splitlines() if "error" in l.lower() or "fatal" in l.lower()]
         return CompileResult("compile_error", "\n".join(errors) or report.strip(), arch, ptxas, ms,
                              functions, warnings)
-    os.replace(tmp, output)
+    _check_whole(output)
     return CompileResult("ok", "", arch, ptxas, ms, functions, warnings)
+
+
+def _elf_length(data: bytes) -> int | None:
+    """The size a 64-bit little-endian ELF file's headers say it has — the end of its header tables
+    and of every section with contents —, or None for bytes that are not one."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    end = max(64, phoff + phentsize * phnum, shoff + shentsize * shnum)
+    if end > len(data):
+        return end
+    for i in range(shnum):
+        kind, = struct.unpack_from("<I", data, shoff + i * shentsize + 4)
+        offset, size = struct.unpack_from("<QQ", data, shoff + i * shentsize + 0x18)
+        if kind != SHT_NOBITS:
+            end = max(end, offset + size)
+    return end
+
+
+def _check_whole(cubin: Path) -> None:
+    """OSError (without a file name: the caller's rr.io names its output) for a cubin ptxas did not
+    write whole; ENOSPC where the file system has no room left, the likely cause."""
+    data = cubin.read_bytes()
+    whole = _elf_length(data)
+    if whole is not None and len(data) >= whole:
+        return
+    told = f"ptxas exited 0 but wrote {len(data)} bytes of a cubin" + (f" of {whole}" if whole else "")
+    if os.statvfs(cubin.parent).f_bavail == 0:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({told})")
+    raise OSError(errno.EIO, f"the cubin is incomplete ({told})")
 
 
 def entry_figures(record: dict, entry: str) -> dict | None:

@@ -248,7 +248,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False,
     """Every layer on the cpu backend, in order, on one set of arrays, with the `mma` model named
     (rr.numerics.MMA_MODELS): (record, buffers after)."""
     from rr import numerics as nx
-    from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu_launch
+    from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu_launch
 
     mma = mma or nx.DEFAULT_MMA
     directory = Path(directory)
@@ -260,7 +260,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False,
     for i, lyr in enumerate(frame.layers[frame.first():]):
         try:
             record = run_cpu_launch(lyr.launch, directory / lyr.launch.module, arrays, mma, progress=progress)
-        except (CpuUnsupported, ExecutionError) as e:
+        except (CpuUnsupported, ExecutionError, ResourceLimit) as e:
             raise type(e)(f"layer {lyr.layer}: {e}") from None
         layers.append({"layer": lyr.layer, "times_ms": record["times_ms"], "lanes": record["lanes"],
                        "unwritten_registers": record["unwritten_registers"]})
@@ -439,7 +439,7 @@ def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Pa
     """One layer of a frame (a layout, or a run of one) as a launch directory of its own: its
     buffers as they are in `src` — after a run, what the layers before it left for it to read —
     and its module (or `module` instead). What `rr time` times a layer alone on."""
-    from rr.io import atomic_dir
+    from rr.io import atomic_dir, scratch_dir
     from rr.run.launch import relaunch
 
     src, out = Path(src), Path(out)
@@ -449,11 +449,9 @@ def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Pa
     single = _with(launch, module=f"kernel{Path(launch.module).suffix}",
                    buffers={n: _with(b, file=files[n]) for n, b in launch.buffers.items()})
     if module is not None:  # the same layer with another module: through relaunch (a probe's buffer too)
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix=".rr-layer-", dir=out.resolve().parent) as tmp:
-            extract_layer(src, layer, Path(tmp) / "layer")
-            return relaunch(Path(tmp) / "layer", module, out)
+        with scratch_dir(out) as tmp:
+            extract_layer(src, layer, tmp / "layer")
+            return relaunch(tmp / "layer", module, out)
     with atomic_dir(out, inputs=(src,)) as tmp:
         for name, b in launch.buffers.items():
             link_or_copy(src / b.file, tmp / files[name])

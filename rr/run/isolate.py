@@ -24,7 +24,7 @@ from rr.io import atomic_dir, json_text
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
 from rr.run.launch import LaunchError, read_launch, write_launch
 
-STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error")
+STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error", "resource")
 IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
 
 
@@ -42,12 +42,21 @@ def _child(args: list[str], gpu: str | None, timeout_s: float):
 
 
 def _died(child, backend: str, what: str) -> dict:
-    """The record of a child that left none: an io_error if it said so, else a fault."""
+    """The record of a child that left none: an io_error if it said so, else a fault, saying what
+    the process ended with (rr.run.child reports an exception as its name and text, never a
+    traceback) or the signal that killed it."""
     if child.returncode is None:
         return {"status": "fault", "backend": backend, "message": child.stderr}
     tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
     if child.returncode == IO_ERROR_EXIT and tail:
         return {"status": "io_error", "backend": backend, "message": tail[-1]}
+    if child.returncode < 0:
+        import signal
+
+        number = -child.returncode
+        name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+        return {"status": "fault", "backend": backend, "message": f"the {what} process was killed by {name}"
+                + (" (out of memory?)" if number == signal.SIGKILL else "")}
     return {"status": "fault", "backend": backend,
             "message": f"the {what} process died (exit {child.returncode}): " + " | ".join(tail)}
 
@@ -125,6 +134,7 @@ def _write_record(path: Path, record: dict, code: int) -> int:
     try:
         Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
     except OSError as e:
+        Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
         print(record.get("message") if record["status"] == "io_error" else _os_message(e), file=sys.stderr)
         return IO_ERROR_EXIT
     return code
@@ -220,7 +230,7 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
     launch = None if frame else (described[1] or read_launch(launch_dir))
     if backend == "cpu":
         from rr.ptx.errors import ParseError
-        from rr.run.cpu import CpuUnsupported, ExecutionError, run_cpu
+        from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu
 
         try:
             record, outputs = (run_frame_cpu(launch_dir, progress=True, mma=mma) if frame
@@ -228,6 +238,11 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
             equal = set()
         except CpuUnsupported as e:
             return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
+        except ResourceLimit as e:  # a kernel that asks more memory than the interpreter allocates
+            return finish({"status": "resource", "backend": "cpu", "message": str(e)}, 4)
+        except MemoryError as e:  # what the bound does not cover (the registers): the allocation numpy names
+            return finish({"status": "resource", "backend": "cpu",
+                           "message": f"the cpu backend ran out of memory: {e or 'MemoryError'}"}, 4)
         except ParseError as e:  # a module that is not PTX: what the driver would refuse to load
             return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers

@@ -12,20 +12,20 @@ capture or a timing — never two of those at once on one GPU — and with RR_WO
 GPU's long-lived worker, where the frame stays resident from one job to the next (rr.run.worker).
 
 The directories in between (the splice's launch, its capture, its layer alone) are made under a
-temporary directory in the cell's directory (the same file system: hard links) and removed at the
-end, or kept beside the records with `keep`. A piece that fails leaves its record saying so and
-the next pieces record what they can: a splice that does not launch is a bad_launch run, nothing
-compared, and timings of the same status, as the separate jobs recorded it.
+temporary directory beside the cell (rr.io.scratch_dir: the same file system, so hard links; a
+killed measurement's is removed by the next) and removed at the end, or kept in the cell with
+`keep` — each replacing only a directory rr wrote there, which is checked before any work. A
+piece that fails leaves its record saying so and the next pieces record what they can: a splice
+that does not launch is a bad_launch run, nothing compared, and timings of the same status, as the
+separate jobs recorded it. The cell appears with the first record written.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rr.io import write_json
+from rr.io import check_output, replace_dir, scratch_dir, write_json
 
 # the records of one recipe, as collect reads them: <recipe>.<kind>
 RUN, COMPARE, TIMING, LAYER_TIMING = "run.json", "compare.json", "timing.json", "layer_timing.json"
@@ -51,18 +51,22 @@ def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=pri
     """Measure one recipe's splice into `cell`: <recipe>.run.json, .compare.json and, on cuda,
     .timing.json (the frame or launch) and, for a frame, .layer_timing.json (its layer alone);
     returns them by kind. With `keep` its launch, capture and layer-alone directories stay in
-    `cell` (<recipe>.launch, .capture, .alone.launch)."""
+    `cell` (<recipe>.launch, .capture, .alone.launch); OutputRefused, before any work, where one
+    of those is there and not rr's."""
     from rr.run.gpus import resolve_backend
     from rr.run.isolate import run_isolated
 
     backend = resolve_backend(m.backend)
-    cell.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{recipe}.measure.", dir=cell))
-    dirs = {kind: work / f"{recipe}.{kind}" for kind in ("launch", "capture", "alone.launch")}
+    kinds = ("launch", "capture", "alone.launch")
+    if keep:
+        for kind in kinds:
+            check_output(cell / f"{recipe}.{kind}", (m.launch, m.module, m.reference, m.alone), "dir")
     records = {}
-    try:
+    with scratch_dir(cell) as work:
+        dirs = {kind: work / f"{recipe}.{kind}" for kind in kinds}
         _splice_launch(m, backend, dirs["launch"])
-        records[RUN] = run_isolated(dirs["launch"], dirs["capture"], backend, m.timeout_s, reference=m.reference)
+        records[RUN] = _in_cell(run_isolated(dirs["launch"], dirs["capture"], backend, m.timeout_s,
+                                             reference=m.reference), work, cell)
         say(f"{recipe}: run {records[RUN]['status']}")
         write_json(cell / f"{recipe}.{RUN}", records[RUN])
         records[COMPARE] = _compare(m.reference, dirs["capture"])
@@ -70,19 +74,25 @@ def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=pri
         say(f"{recipe}: " + ("nothing compared" if same is None else "identical" if same else "differs"))
         write_json(cell / f"{recipe}.{COMPARE}", records[COMPARE])
         if backend == "cuda":
-            records[TIMING] = _timed(m, m.launch, dirs["launch"], recipe, "", say)
+            records[TIMING] = _in_cell(_timed(m, m.launch, dirs["launch"], recipe, "", say), work, cell)
             write_json(cell / f"{recipe}.{TIMING}", records[TIMING])
             if m.alone is not None:
                 _layer_alone(m, dirs["alone.launch"])
-                records[LAYER_TIMING] = _timed(m, m.alone, dirs["alone.launch"], recipe, " (layer alone)", say)
+                records[LAYER_TIMING] = _in_cell(_timed(m, m.alone, dirs["alone.launch"], recipe, " (layer alone)",
+                                                        say), work, cell)
                 write_json(cell / f"{recipe}.{LAYER_TIMING}", records[LAYER_TIMING])
         if keep:
             for d in dirs.values():
                 if d.exists():
-                    _replace(d, cell / d.name)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                    replace_dir(d, cell / d.name)
     return records
+
+
+def _in_cell(record: dict, work: Path, cell: Path) -> dict:
+    """The record with its message naming the cell's directories, not the temporary they were made in."""
+    if record.get("message"):
+        record["message"] = record["message"].replace(str(work), str(cell))
+    return record
 
 
 def _splice_launch(m: Measurement, backend: str, out: Path) -> None:
@@ -135,9 +145,3 @@ def _timed(m: Measurement, reference: Path, other: Path, recipe: str, what: str,
         say(f"{recipe}: timing{what} {record['status']}: {record.get('message', '')}")
     return record
 
-
-def _replace(src: Path, dst: Path) -> None:
-    """Move a kept directory into place, over the one an earlier measurement left."""
-    if dst.exists():
-        shutil.rmtree(dst)
-    src.rename(dst)

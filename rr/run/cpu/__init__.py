@@ -4,8 +4,10 @@
 
 The module is decoded once (`program`), each statement compiled once into a closure
 (`semantics`), and the grid run a chunk of blocks at a time (`machine`), every thread of the chunk
-a lane of numpy arrays. The `mma` accumulation is a model from `rr.numerics.MMA_MODELS`; the
-record says which, since the GPU's tensor core rounds differently (docs/benchmarks.md).
+a lane of numpy arrays, as many blocks as the kernel's memory lets a chunk hold (`memory`: a
+kernel that asks more than its limit is a ResourceLimit, the run's `resource` status). The `mma`
+accumulation is a model from `rr.numerics.MMA_MODELS`; the record says which, since the GPU's
+tensor core rounds differently (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import numpy as np
 from rr import numerics as nx
 from rr.ptx._bulk import no_gc
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
+from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op, fuse_mma_runs
 from rr.run.launch import load_buffers, module_kind, param_images, read_launch
 
-MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory
+MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory (the state spaces': .memory)
 
 
 class CpuUnsupported(RuntimeError):
@@ -84,19 +87,21 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
         elif f.kind in ("texture", "surface") and f.buffer not in handles:
             handles[f.buffer] = HANDLE_BASE + len(images)
             images.append((arrays[f.buffer], f.kind == "surface"))
+    grid, block = launch.grid, launch.block
+    total = grid[0] * grid[1] * grid[2]
+    lanes = -(-(block[0] * block[1] * block[2]) // 32) * 32  # a block's threads in whole warps
+    # as many blocks as the lanes' registers and the state spaces' memory allow (rr.run.cpu.memory)
+    per = blocks_per_chunk(program, lanes, max(1, max_lanes // lanes))
     space = bytearray(sum(p.size for p in program.kernel_params) + 64)
     for p, image in zip(program.kernel_params, param_images(launch, handles)):
         at = ctx.param_offsets[p.name]
         space[at:at + len(image)] = image
-    grid, block = launch.grid, launch.block
-    total = grid[0] * grid[1] * grid[2]
-    per = max(1, max_lanes // (-(-(block[0] * block[1] * block[2]) // 32) * 32))
     mma = mma or nx.DEFAULT_MMA
     model = nx.MMA_MODELS[mma]
     module_globals = program.globals_image.copy()  # global memory: one image for every chunk of blocks
     t1 = time.perf_counter()
     unwritten: dict = {}
-    lanes = lane_steps = 0
+    threads = lane_steps = 0
     with np.errstate(all="ignore"), no_gc():  # the run makes no cycles; the program's objects need no passes
         for start in range(0, total, per):
             blocks = np.arange(start, min(start + per, total))
@@ -104,16 +109,16 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
             if progress:
                 print(f"rr run --backend cpu: blocks {start}–{blocks[-1]} of {total}", file=sys.stderr, flush=True)
             m.run()
-            lanes += m.n
+            threads += m.n
             lane_steps += m.lane_steps
             unwritten.update({k: v for k, v in m.unwritten.items() if k not in unwritten})
     t2 = time.perf_counter()
     record = {"status": "ok", "message": "", "backend": "cpu",
               "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma},
-              "statements": len(program.ops), "lanes": lanes, "lane_statements": lane_steps,
+              "statements": len(program.ops), "lanes": threads, "lane_statements": lane_steps,
               "unwritten_registers": [f"{r} first read at {w}" for r, w in sorted(unwritten.items())],
               "times_ms": {"prepare": (t1 - t0) * 1e3, "run": (t2 - t1) * 1e3}}
     return record
 
 
-__all__ = ["run_cpu", "run_cpu_launch", "prepare", "CpuUnsupported", "ExecutionError"]
+__all__ = ["run_cpu", "run_cpu_launch", "prepare", "CpuUnsupported", "ExecutionError", "ResourceLimit"]

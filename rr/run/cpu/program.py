@@ -14,6 +14,7 @@ one numbered list of operations, with names made unique and liveness known.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ from rr.ptx.model import (
     Vec,
     registers_in,
 )
+from rr.run.cpu import memory
 
 NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "trap", "red.", "membar", "fence")
 _PARAM_DECL = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$%]+)\s*(?:\[(\d+)\])?")
@@ -183,13 +185,13 @@ def _record_registers(text: str, prefix: str, widths: dict, scoped: dict | None 
 
 def _initializer(text: str, typ: str, count: int, where: str) -> bytes:
     """The bytes of a module variable's `= {…}` initializer (integers and 0f/0d floats of the
-    declared type; elements past the list are zero)."""
+    declared type) up to its last value: elements past the list are zero."""
     width = max((_type_bits(typ) or 8) // 8, 1)
     dtype = {"f": {2: np.float16, 4: np.float32, 8: np.float64}}.get(typ[0], {}).get(width)
     values = [v for v in re.split(r"[\s,{}]+", text) if v]
     if len(values) > count:
         raise DecodeError(f"{where}: {len(values)} initial values for {count} elements")
-    out = bytearray(width * count)
+    out = bytearray(width * len(values))
     for i, v in enumerate(values):
         try:
             if v[:2].lower() in ("0f", "0d"):
@@ -205,8 +207,9 @@ def _initializer(text: str, typ: str, count: int, where: str) -> bytes:
 
 
 def _module_variables(module, space: str) -> tuple[dict, np.ndarray]:
-    """Offsets and the initial image of the module's `.const` or `.global` variables."""
-    offsets, image = {}, bytearray()
+    """Offsets and the initial image of the module's `.const` or `.global` variables; the image's
+    size is checked against the interpreter's memory limit (rr.run.cpu.memory) before it is made."""
+    offsets, initial, size, bound = {}, [], 0, memory.limit()
     for item in module.items:
         if not isinstance(item, TopLevel) or item.kind != space:
             continue
@@ -218,13 +221,18 @@ def _module_variables(module, space: str) -> tuple[dict, np.ndarray]:
         sizes = [int(x) for x in re.findall(r"\[(\d*)\]", dims or "") if x] or [1]
         if dims and "[]" in dims.replace(" ", ""):
             raise DecodeError(f"{where} {name} has no size")
-        count = int(np.prod(sizes)) * int(vec or 1)
+        count = math.prod(sizes) * int(vec or 1)
         width = max((_type_bits(typ) or 8) // 8, 1)
-        at = -(-len(image) // int(align or width)) * int(align or width)
-        image.extend(bytes(at - len(image)))
+        at = -(-size // int(align or width)) * int(align or width)
         offsets[name] = at
-        image.extend(_initializer(init, typ, count, f"{where} {name}") if init else bytes(width * count))
-    return offsets, np.frombuffer(bytes(image), np.uint8).copy()
+        size = at + width * count
+        memory.check(f".{space}", size, bound, f" (to the end of {name}, line {item.line})")
+        if init:
+            initial.append((at, _initializer(init, typ, count, f"{where} {name}")))
+    image = np.zeros(size, np.uint8)
+    for at, data in initial:
+        image[at:at + len(data)] = np.frombuffer(data, np.uint8)
+    return offsets, image
 
 
 def decode(module, entry: str) -> Program:
