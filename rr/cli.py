@@ -304,7 +304,38 @@ def cmd_run(args) -> int:
 
     if args.reference is not None and not Path(args.reference).is_dir():
         raise UserError(f"{args.reference}: no such capture directory (--reference: a run of the unspliced launch)")
+    if args.module is not None:
+        return _run_with_module(args)
     record = run_isolated(args.launch, args.output, args.backend, args.timeout, args.mma, args.reference)
+    return _report_run(args, record)
+
+
+def _run_with_module(args) -> int:
+    """`rr run LAUNCH --module FILE`: LAUNCH relaunched with FILE (or the module of a corpus
+    directory that defines its entry) into a temporary directory beside the output — its buffers
+    hard links to LAUNCH's where the file system allows —, run from there, removed after."""
+    import tempfile
+
+    from rr.run.frame import is_frame
+    from rr.run.isolate import run_isolated
+    from rr.run.launch import read_launch, relaunch
+
+    if is_frame(args.launch):
+        raise UserError(f"{args.launch} is a frame: --module replaces one launch's module; a frame's layer is "
+                        "replaced with `rr frame FRAME --replace LAYER=MODULE` or `rr relaunch FRAME --layer LAYER "
+                        "--module MODULE`")
+    module = _resolve(args.module, read_launch(args.launch).entry)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".rr-run-module-", dir=out.parent) as tmp:
+        launch = Path(tmp) / "launch"
+        relaunch(args.launch, module, launch)
+        record = run_isolated(launch, out, args.backend, args.timeout, args.mma, args.reference)
+    return _report_run(args, record)
+
+
+def _report_run(args, record: dict) -> int:
+    """What `rr run` prints of a run's record, and its exit status."""
     if record["status"] != "ok":
         print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
         return 0 if args.record else 1
@@ -462,6 +493,63 @@ def cmd_sample_launch(args) -> int:
     module = _resolve(args.module, "cuda_dldn_engine_swin_sample_kernel")
     sample_launch(args.output, module, args.seed)
     print(f"{args.output}: launch of the sample kernel from {module} (seed {args.seed})")
+    return 0
+
+
+def _dims(text: str) -> tuple:
+    """`X[,Y[,Z]]`: a grid or block, Y and Z 1 when left out."""
+    parts = text.split(",")
+    try:
+        dims = tuple(int(p) for p in parts) + (1,) * (3 - len(parts))
+    except ValueError:
+        dims = ()
+    if len(dims) != 3 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not X[,Y[,Z]] of positive integers (such as 256 or 16,16,1)")
+    return dims
+
+
+def _named(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not name or not eq or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def _buffer_option(text: str):
+    """`NAME=BYTES[:TYPE][:FILL]` → (name, BufferRequest)."""
+    from rr.run.launch_template import BUFFER_TYPES, FILLS, BufferRequest
+
+    name, value = _named(text)
+    size, *rest = value.split(":")
+    types = [r for r in rest if r in BUFFER_TYPES]
+    fills = [r for r in rest if r in FILLS]
+    if len(types) > 1 or len(fills) > 1 or len(types) + len(fills) != len(rest):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=BYTES[:TYPE][:FILL] (TYPE {', '.join(BUFFER_TYPES)}; "
+                                         f"FILL {', '.join(FILLS)})")
+    return name, BufferRequest(_byte_count(size), (types or [None])[0], (fills or [None])[0])
+
+
+def _unique(option: str, items: list[tuple]) -> dict:
+    out = {}
+    for name, value in items:
+        if name in out:
+            raise UserError(f"{option} {name}: given twice")
+        out[name] = value
+    return out
+
+
+def cmd_launch_template(args) -> int:
+    from rr.run.launch_template import write_template
+
+    module, path = _load(args.file, args.entry)
+    function = _function(module, args.entry)
+    if function.kind != "entry":
+        raise UserError(f"{path}: {args.entry} is a .func, not a kernel entry")
+    lines = write_template(Path(path), function, module, Path(args.output), args.grid, args.block,
+                           _unique("--buffer", args.buffer), _unique("--scalar", args.scalar), args.seed)
+    print(f"{args.output}: launch of {args.entry} from {path}, grid {','.join(map(str, args.grid))}, block "
+          f"{','.join(map(str, args.block))}, {len(function.params)} parameter{'s' * (len(function.params) != 1)}:")
+    print("\n".join(lines))
     return 0
 
 
@@ -771,7 +859,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run of the unspliced launch or frame (what this run is compared with): each output "
                         "buffer whose bytes equal CAPTURE's file of the same name is a hard link to that file "
                         "(a copy across file systems), named in run.json's linked_to_reference")
-    s.set_defaults(func=cmd_run, reads=("launch", "reference"), writes="dir")
+    s.add_argument("--module", metavar="FILE",
+                   help="run LAUNCH with this module instead of its own (as `rr relaunch LAUNCH --module FILE` "
+                        "would make it): the kernel's PTX for the cpu backend where LAUNCH's module is a cubin or "
+                        "a fatbin of SASS alone (a capture's fatbin with PTX in it needs none: the cpu backend "
+                        "runs its PTX), or a corpus directory made by `rr extract` (the module defining the "
+                        "launch's entry)")
+    s.set_defaults(func=cmd_run, reads=("launch", "reference", "module"), writes="dir")
 
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")
@@ -839,6 +933,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=3, help="seed of the random inputs (default: %(default)s)")
     s.add_argument("-o", "--output", required=True, help="the launch directory to write")
     s.set_defaults(func=cmd_sample_launch, reads=("module",), writes="dir")
+
+    s = sub.add_parser(
+        "launch-template", help="a launch directory for a PTX entry, its fields from the entry's .param list",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="A launch directory for a PTX entry, its fields from the entry's .param list, for\n"
+                    "`rr run DIR --backend cpu` without a GPU (docs/formats.md, Launch descriptions).",
+        epilog="Parameters are named as in the PTX less the ENTRY_ prefix nvcc gives them (saxpy_param_0\n"
+               "is param_0). A struct or array parameter (.b8 p[N]) is one value per member the kernel\n"
+               "reads, p.OFFSET, typed as its ld.param reads it; the bytes it never reads are zero.\n"
+               "A 64-bit parameter (or member) is a pointer, and takes --buffer, when the kernel\n"
+               "addresses memory through it: a load, store, atomic or reduction whose address is the\n"
+               "parameter plus offsets, generic or after cvta.to.global (the params `rr spec` lists as\n"
+               "read / written). Any other parameter is a scalar of its type and takes --scalar\n"
+               "(one never read is zero). --buffer on a 64-bit parameter makes it a buffer whatever\n"
+               "the kernel seems to do with it (a pointer only handed to a .func, or read by cp.async).\n"
+               "Every pointer and every scalar the kernel reads must be given: the missing ones, and\n"
+               "names the entry has not, are refused together, naming each. A kernel of one struct\n"
+               "parameter is launched as a block (pointers inside it are buffers); otherwise one field\n"
+               "per parameter, where a struct is its bytes (no pointers inside). Texture and surface\n"
+               "objects are refused (capture the launch, or write it by hand).")
+    s.add_argument("file", help="a PTX file, or a corpus directory made by `rr extract`")
+    s.add_argument("--entry", required=True, help="the kernel entry to launch")
+    s.add_argument("-o", "--output", required=True, help="the launch directory to write")
+    s.add_argument("--grid", type=_dims, default=(1, 1, 1), metavar="X,Y,Z", help="blocks (default: 1,1,1)")
+    s.add_argument("--block", type=_dims, default=(32, 1, 1), metavar="X,Y,Z",
+                   help="threads per block (default: 32,1,1, one warp)")
+    s.add_argument("--buffer", type=_buffer_option, action="append", default=[], metavar="NAME=BYTES[:TYPE][:FILL]",
+                   help="a pointer's buffer: BYTES (65536, 64K, 1M) of values of TYPE e4m3, f16 or f32 (as "
+                        "rr compare reads them; bytes if none), FILL zeros or random (e4m3: any finite value; "
+                        "f16, f32: uniform in [-1, 1); bytes: 0-255), by default random where the kernel reads "
+                        "the buffer and zeros where it only writes it. Repeatable")
+    s.add_argument("--scalar", type=_named, action="append", default=[], metavar="NAME=VALUE",
+                   help="a scalar's value: an integer (0x… too; a negative one for a .u32 is its two's complement, "
+                        "as nvcc declares every int .u32) or a number. Repeatable")
+    s.add_argument("--seed", type=int, default=7, help="seed of the random fills (default: %(default)s)")
+    s.set_defaults(func=cmd_launch_template, reads=("file",), writes="dir")
 
     from rr.synth.family import NAMES as SYNTH_LAYERS
 

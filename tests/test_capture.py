@@ -354,7 +354,7 @@ def test_a_relaunched_module_is_named_by_what_it_holds(engine, fake, tmp_path):
     assert read_launch(tmp_path / "L").module == "kernel.cubin"
     run = rr("run", str(tmp_path / "L"), "--backend", "cpu", "--record", "-o", str(tmp_path / "R"))
     record = json.loads((tmp_path / "R" / "run.json").read_text())
-    assert run.returncode == 0 and record["status"] == "unsupported" and "runs PTX, not a cubin" in record["message"]
+    assert run.returncode == 0 and record["status"] == "unsupported" and "a cubin (SASS only), no PTX of rr_cap_struct" in record["message"]
 
 
 def test_a_refused_splice_is_no_launch_and_its_empty_module_reaches_no_backend(engine, fake, tmp_path):

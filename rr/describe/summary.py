@@ -140,8 +140,9 @@ class ParamUse:
     width: int
     kind: str  # pointer or scalar
     read: bool = False  # loads through it
-    written: bool = False  # stores through it (global stores or surface writes)
+    written: bool = False  # stores through it (global stores, reductions, atomics or surface writes)
     sampled: bool = False  # texture reads
+    surface: bool = False  # surface reads or writes (sust, suld): a surface object, not an address
     stmts: list = field(default_factory=list)  # the ld.param statements
     extent: int | None = None  # highest byte read relative to it, lane terms included
 
@@ -168,7 +169,8 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         u.stmts.append(s.stmt)
     for s in flow.statements:
         op = s.opcode
-        if not op.startswith(("ld.", "st.", "tex.", "sust.")) or op.startswith(("ld.param", "st.param")):
+        if (not op.startswith(("ld.", "st.", "atom.", "red.", "tex.", "sust.", "suld."))
+                or op.startswith(("ld.param", "st.param"))):
             continue
         acc = flow.access(s.stmt)
         base = acc.base if acc is not None else None
@@ -179,8 +181,13 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
             continue
         if op.startswith("tex."):
             u.sampled = True
-        elif op.startswith(("st.", "sust.")):
+        elif op.startswith(("sust.", "suld.")):
+            u.surface = True
+            u.written |= op.startswith("sust.")
+            u.read |= op.startswith("suld.")
+        elif op.startswith(("st.", "red.", "atom.")):
             u.written = True
+            u.read |= op.startswith("atom.")  # an atomic returns what it found
         else:
             u.read = True
             if all(f == (("sreg", "tid.z"),) for f, _ in acc.terms):

@@ -56,6 +56,59 @@ def prepare(module_text: str, entry: str):
     return program, ctx
 
 
+# The GPU the interpreter stands for (its mma model is the H200's): of a fatbin's PTX entries, the
+# one for the newest architecture up to it is run, else the one for the oldest above it.
+CPU_ARCH = 90
+
+
+def module_ptx(module: Path, entry: str) -> str:
+    """The PTX text the cpu backend runs for a module file: PTX as it is; from a fatbin (what a
+    program loads, as `rr capture` stores it), its PTX entry that defines `entry`, for the
+    architecture nearest CPU_ARCH. A module with no PTX of `entry` — a cubin, a fatbin of SASS
+    alone — is CpuUnsupported naming the two fixes: the PTX given with `rr run --module`, or the
+    program rebuilt to embed PTX."""
+    from rr.corpus.extract import scan_bytes
+    from rr.ptx.parser import read_text
+
+    image = module.read_bytes()
+    kind = module_kind(image, module)
+    if kind == "ptx":
+        return read_text(module)
+    found = scan_bytes(image, str(module)) if kind == "fatbin" else None
+    ptx = [m for m in found.modules if entry in m.entries] if found else []
+    if ptx:
+        return min(ptx, key=lambda m: _distance(m.arch or 0)).text
+    if found and found.modules:
+        defined = sorted({e for m in found.modules for e in m.entries})
+        raise CpuUnsupported(f"{module}: no PTX in this fatbin defines {entry} (its PTX defines "
+                             f"{', '.join(defined) or 'no entry'})")
+    sass = _sass_archs(image) if kind == "fatbin" else []
+    held = f"a fatbin of SASS only ({', '.join(f'sm_{a}' for a in sass)})" if sass else f"a {kind} (SASS only)"
+    damaged = "".join(f"; {w}" for w in found.warnings) if found else ""
+    xx = str(sass[-1]) if sass else "XX"
+    raise CpuUnsupported(
+        f"{module}: {held}, no PTX of {entry}{damaged}: the cpu backend runs PTX. Give it the PTX with `rr run "
+        f"LAUNCH --module FILE` (the kernel's .ptx, or the corpus `rr extract` made of the program), or rebuild "
+        f"the program to embed PTX beside its SASS: nvcc -gencode arch=compute_{xx},code=[sm_{xx},compute_{xx}]"
+        + ("" if sass else " (XX: the GPU's compute capability, 90 for an H200)"))
+
+
+def _distance(arch: int) -> tuple:
+    """How far a PTX entry's architecture is from CPU_ARCH: those up to it first, newest first."""
+    return (arch > CPU_ARCH, arch if arch > CPU_ARCH else -arch)
+
+
+def _sass_archs(image: bytes) -> list[int]:
+    """The architectures of the ELF (SASS) entries of the fatbin `image`, for naming them."""
+    from rr.corpus.fatbin import KIND_ELF, FatbinEntry, container_end, iter_entries
+
+    try:
+        entries = iter_entries(image, 0, container_end(image, 0), kinds=frozenset())
+        return sorted({e.arch for e in entries if isinstance(e, FatbinEntry) and e.kind == KIND_ELF})
+    except ValueError:  # FatbinError: a header that does not read, already warned of by the scan
+        return []
+
+
 def run_cpu(directory: str | Path, mma: str | None = None, max_lanes: int = MAX_LANES,
             progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """Run the launch directory's kernel once: (run record, every buffer after the run)."""
@@ -71,13 +124,8 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
                    max_lanes: int = MAX_LANES, progress: bool = False) -> dict:
     """Run one launch on `arrays` (C-ordered, by buffer name), which it updates in place — a
     frame passes the same arrays from one layer's launch to the next; returns the run record."""
-    from rr.ptx.parser import read_text
-
     t0 = time.perf_counter()
-    kind = module_kind(Path(module).read_bytes(), module)
-    if kind != "ptx":
-        raise CpuUnsupported(f"{module}: the cpu backend runs PTX, not a {kind}")
-    program, ctx = prepare(read_text(module), launch.entry)
+    program, ctx = prepare(module_ptx(Path(module), launch.entry), launch.entry)
 
     handles, buffers, images = {}, [], []
     for f in launch.fields + launch.extra:
@@ -121,4 +169,4 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     return record
 
 
-__all__ = ["run_cpu", "run_cpu_launch", "prepare", "CpuUnsupported", "ExecutionError", "ResourceLimit"]
+__all__ = ["run_cpu", "run_cpu_launch", "prepare", "module_ptx", "CpuUnsupported", "ExecutionError", "ResourceLimit"]
