@@ -127,9 +127,7 @@ def write_description(spec: dict, out_dir) -> None:
     from pathlib import Path
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from rr.io import atomic_paths, json_text
+    from rr.io import atomic_paths, json_text, write_table
 
     out_dir = Path(out_dir)
     counts = pa.map_(pa.string(), pa.int64())
@@ -140,6 +138,6 @@ def write_description(spec: dict, out_dir) -> None:
                         ("stmts", pa.int32()), ("name", pa.string()), ("ops", counts), ("traffic", counts),
                         ("reductions", pa.string()), ("constants", pa.string())])
     with atomic_paths(*(out_dir / n for n in ("phases.parquet", "epilogues.parquet", "descriptor.json"))) as tmps:
-        pq.write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
+        write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
+        write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
         tmps[2].write_text(json_text(spec))

@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rr.validation import open_regular
+
 # what a results row shows of an entry's compile, per kernel: the ptxas figures a splice changes
 FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "constant_bytes")
 
@@ -108,14 +110,17 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     if ptxas is None:
         return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
                              "pip install nvidia-cuda-nvcc", arch, None, None)
+    with open_regular(ptx):  # ptxas opens it by name: a FIFO would block it until the timeout
+        pass
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     t0 = time.perf_counter()
     try:
         # at a lower CPU priority: in a sweep the GPU waits on the capture and timing jobs' own
-        # Python, which a machine full of ptxas would otherwise starve
-        r = subprocess.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(tmp)],
+        # Python, which a machine full of ptxas would otherwise starve; the paths absolute, so that
+        # a file named `-x.ptx` is a file, not an option of ptxas
+        r = subprocess.run([ptxas, f"-arch={arch}", "-v", *extra, os.path.abspath(ptx), "-o", os.path.abspath(tmp)],
                            capture_output=True, text=True, timeout=timeout_s, preexec_fn=_lower_priority)
     except subprocess.TimeoutExpired:
         tmp.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from rr.ptx._bulk import no_gc
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op, fuse_mma_runs
-from rr.run.launch import load_buffers, module_kind, param_images, read_launch
+from rr.run.launch import LaunchError, load_buffers, module_kind, param_images, read_launch
 
 MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory
 
@@ -68,13 +68,15 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
                    max_lanes: int = MAX_LANES, progress: bool = False) -> dict:
     """Run one launch on `arrays` (C-ordered, by buffer name), which it updates in place — a
     frame passes the same arrays from one layer's launch to the next; returns the run record."""
-    from rr.ptx.parser import read_text
+    from rr.ptx.parser import decode_text
+    from rr.validation import read_bytes
 
     t0 = time.perf_counter()
-    kind = module_kind(Path(module).read_bytes(), module)
+    image = read_bytes(module, error=LaunchError)  # a regular file, read once
+    kind = module_kind(image, module)
     if kind != "ptx":
         raise CpuUnsupported(f"{module}: the cpu backend runs PTX, not a {kind}")
-    program, ctx = prepare(read_text(module), launch.entry)
+    program, ctx = prepare(decode_text(image, module), launch.entry)
 
     handles, buffers, images = {}, [], []
     for f in launch.fields + launch.extra:
