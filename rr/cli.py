@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from rr import __version__
-from rr.validation import cut
+from rr.validation import cut, open_regular, printable, read_bytes
 
 
 class UserError(Exception):
@@ -53,10 +53,10 @@ def _resolve(path: str, entry: str | None = None) -> Path:
     if p.is_dir():
         raise UserError(f"{path}: a directory, not a PTX file or a corpus made by `rr extract` (no index.parquet)"
                         if entry else f"{path}: is a directory")
-    if p.exists() and not p.is_file():
-        raise UserError(f"{path}: not a regular file")  # a FIFO would block the read, /dev/zero never end
-    if not p.is_file():
-        raise UserError(f"{path}: no such file")
+    try:
+        open_regular(p).close()  # InvalidInput for a FIFO (it would block the read) or a device
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
     return p
 
 
@@ -98,7 +98,7 @@ def cmd_roundtrip(args) -> int:
     from rr.ptx import emit
 
     module, source = _load(args.file)
-    original = Path(source).read_bytes()
+    original = read_bytes(source)
     out = emit(module).encode("utf-8")
     lines = original.count(b"\n") + (not original.endswith(b"\n") and bool(original))
     if out == original:
@@ -139,7 +139,7 @@ def cmd_extract(args) -> int:
 
     def warn(message: str) -> None:
         warnings.append(message)
-        print(f"rr: warning: {message}", file=sys.stderr)
+        _stderr(f"rr: warning: {message}")
 
     try:
         table = write_corpus(iter_source(args.source, warn, args.max_module_bytes or MAX_MODULE_BYTES),
@@ -152,7 +152,7 @@ def cmd_extract(args) -> int:
     if args.find:
         hits = find_entry(args.output, args.find)
         if not hits:
-            print(f"rr: no entry matching {args.find!r} in {args.output}", file=sys.stderr)
+            _stderr(f"rr: no entry matching {args.find!r} in {args.output}")
             return 1
         for path, entry in hits:
             print(f"{path}\t{entry}")
@@ -210,7 +210,7 @@ def cmd_describe(args) -> int:
         # for pipelines: a layer without mma is a descriptor without phases, its status the row's
         write_description({"entry": args.entry, "status": "no_phases", "message": str(e), "phases": [],
                            "epilogues": []}, args.output)
-        print(f"rr: {e}", file=sys.stderr)
+        _stderr(f"rr: {e}")
         return 0
     write_description(spec, args.output)
     print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {spec['entry']}")
@@ -236,8 +236,8 @@ def cmd_splice(args) -> int:
             module.write_text("")
             record.write_text(json_text({"status": getattr(e, "status", "error"), "message": str(e),
                                          "entry": args.entry, "phase": args.phase, "recipe": recipe}))
-        print(f"rr: {'the recipe does not apply' if getattr(e, 'status', '') == 'not_applicable' else 'splice refused'}"
-              f": {e}", file=sys.stderr)
+        refused = "the recipe does not apply" if getattr(e, "status", "") == "not_applicable" else "splice refused"
+        _stderr(f"rr: {refused}: {e}")
         return 0
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
           f"s{record['cut']['last_stmt']}, {len(record['live_in'])} live-in, {len(record['live_out'])} live-out, "
@@ -256,7 +256,7 @@ def cmd_collect(args) -> int:
     module = _resolve(args.module, descriptor["entry"])
     frame = launch_frame(args.launch) if args.launch else None
     table = collect_cell(args.layer, args.phase, args.recipes.split(","), descriptor, args.cell,
-                         fnv1a64_hex(module.read_bytes()), frame, args.reference_compile, args.backend)
+                         fnv1a64_hex(read_bytes(module)), frame, args.reference_compile, args.backend)
     write_parquet(args.output, table)
     statuses = ", ".join(f"{r['recipe']}: splice {r['splice_status']}, compile {r['compile_status']}, "
                          f"capture {r['capture_status']}, timing {r['timing_status']}" for r in table.to_pylist())
@@ -288,7 +288,7 @@ def cmd_compile(args) -> int:
     except _NoCubin:
         write_json(report, result.as_dict())
     if result.status != "ok":
-        print(f"rr: {result.status}: {args.ptx}: {result.message}", file=sys.stderr)
+        _stderr(f"rr: {result.status}: {args.ptx}: {result.message}")
         return 0 if args.record else 1
     for f in result.functions.values():
         regs = f"{f.registers} registers, " if f.registers is not None else ""
@@ -337,7 +337,7 @@ def _run_with_module(args) -> int:
 def _report_run(args, record: dict) -> int:
     """What `rr run` prints of a run's record, and its exit status."""
     if record["status"] != "ok":
-        print(f"rr: run {record['status']}: {record['message']}", file=sys.stderr)
+        _stderr(f"rr: run {record['status']}: {record['message']}")
         return 0 if args.record else 1
     dev = record.get("device", {}).get("name", "")
     times = record["times_ms"]
@@ -356,7 +356,7 @@ def _report_run(args, record: dict) -> int:
     for where in [record] + record.get("layers", []):
         for warning in where.get("unwritten_registers", []):
             layer = f"layer {where['layer']}: " if "layer" in where else ""
-            print(f"rr: warning: {layer}register {warning} before any write (read as zero)", file=sys.stderr)
+            _stderr(f"rr: warning: {layer}register {warning} before any write (read as zero)")
     return 0
 
 
@@ -389,7 +389,7 @@ def cmd_relaunch(args) -> int:
         if not args.record:
             raise UserError(str(e)) from None
         write_launch_error(args.output, e.status, str(e))  # the runs of it record why
-        print(f"rr: no launch: {e}", file=sys.stderr)
+        _stderr(f"rr: no launch: {e}")
         return 0
     print(f"{args.output}: {launch.entry} from {args.module}, buffers of {args.launch}")
     return 0
@@ -408,7 +408,7 @@ def cmd_compare(args) -> int:
             from rr.io import write_json
 
             write_json(args.output, [])
-            print(f"rr: nothing compared: {e}", file=sys.stderr)
+            _stderr(f"rr: nothing compared: {e}")
             return 0
         raise UserError(str(e)) from None
     except ValueError as e:
@@ -445,16 +445,18 @@ def cmd_compare(args) -> int:
 
 def cmd_measure(args) -> int:
     from rr.run.measure import Measurement, measure
+    from rr.splice.recipe import recipe_name
 
+    recipe = recipe_name(args.recipe)  # the records' names in OUTPUT: a plain name, never a path
     for option, path in (("--reference", args.reference), ("--alone", args.alone)):
         if path is not None and not Path(path).is_dir():
             raise UserError(f"{path}: no such directory ({option})")
     m = Measurement(Path(args.launch), Path(args.module), Path(args.reference), args.layer,
                     Path(args.alone) if args.alone else None, args.backend, args.noise, args.time_limit, args.timeout)
-    records = measure(m, Path(args.output), args.recipe, args.keep, say=lambda line: print(line, flush=True))
+    records = measure(m, Path(args.output), recipe, args.keep, say=lambda line: print(line, flush=True))
     failed = {kind.split(".")[0]: r for kind, r in records.items() if isinstance(r, dict) and r.get("status") != "ok"}
     for kind, r in failed.items():
-        print(f"rr: {args.recipe}: {kind} {r['status']}: {r.get('message', '')}", file=sys.stderr)
+        _stderr(f"rr: {recipe}: {kind} {r['status']}: {r.get('message', '')}")
     return 0 if args.record or not failed else 1
 
 
@@ -469,7 +471,7 @@ def cmd_time(args) -> int:
 
         write_json(args.output, record)
     if record["status"] != "ok":
-        print(f"rr: time {record['status']}: {record['message']}", file=sys.stderr)
+        _stderr(f"rr: time {record['status']}: {record['message']}")
         return 0 if args.record else 1
     a, b = record["reference"], record["other"]
     for label, s, d in (("reference", a, args.launch), ("other", b, args.vs)):
@@ -567,10 +569,8 @@ def cmd_summary(args) -> int:
 
 
 def cmd_report(args) -> int:
-    import pyarrow.parquet as pq
-
     from rr.results.collect import read_descriptor
-    from rr.results.report import write_report
+    from rr.results.report import read_results, write_report
 
     descriptors = {}
     for item in args.descriptor:
@@ -578,7 +578,7 @@ def cmd_report(args) -> int:
         if not path:
             raise UserError(f"--descriptor {item!r}: expected LAYER=PATH")
         descriptors[layer] = read_descriptor(path)
-    written = write_report(pq.read_table(args.summary), descriptors, args.output)
+    written = write_report(read_results(args.summary), descriptors, args.output)
     print(f"{args.output}: {', '.join(p.name for p in written)}")
     return 0
 
@@ -642,7 +642,7 @@ def cmd_launch(args) -> int:
         if not args.record:
             raise UserError(str(e)) from None
         write_launch_error(args.output, "no_launch", str(e))  # the runs of it record why
-        print(f"rr: no launch: {e}", file=sys.stderr)
+        _stderr(f"rr: no launch: {e}")
         return 0
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -656,18 +656,24 @@ def _launch_frame(args) -> int:
     from rr.run.frame import network_frame, write_frame
     from rr.synth.family import LAYERS
     from rr.synth.inputs import parse_extents
-    from rr.synth.network import network_inputs, network_layout
+    from rr.synth.network import check_memory, inputs_bytes, network_inputs, network_layout
 
     try:
         size = parse_extents(args.frame, pixels=True)
         layout = network_layout(size)
+        check_memory(layout)
     except ValueError as e:
         raise UserError(str(e)) from None
     compiled = _compiled_modules(args, [spec.name for spec in LAYERS])
     modules = {spec.name: compiled.get(spec.name) or _resolve(args.corpus, _entry(args.entry_pattern, spec.name))
                for spec in LAYERS}
     frame = network_frame(layout, modules)
-    write_frame(args.output, frame, network_inputs(layout, args.seed), modules, inputs=(args.corpus,))
+    try:
+        arrays = network_inputs(layout, args.seed)
+    except MemoryError:  # what check_memory could not foresee: another process took the memory meanwhile
+        raise UserError(f"--frame {args.frame}: out of memory making the frame's buffers "
+                        f"({inputs_bytes(layout)[1] / 1e9:.1f} GB)") from None
+    write_frame(args.output, frame, arrays, modules, inputs=(args.corpus,))
     print(f"{args.output}: the frame of {len(frame.layers)} layers over {size[0]}x{size[1]} pixels "
           f"(input seed {args.seed}), {len(frame.buffers)} buffers")
     return 0
@@ -694,7 +700,7 @@ def cmd_frame(args) -> int:
     except LaunchError as e:
         raise UserError(str(e)) from None
     if record["status"] != "ok":
-        print(f"rr: frame {record['status']}: {record['message']}", file=sys.stderr)
+        _stderr(f"rr: frame {record['status']}: {record['message']}")
         return 0 if args.record else 1
     times = ", ".join(f"{lyr['layer']} {next(iter(lyr['times_ms'].values())):.1f}" for lyr in record["layers"])
     print(f"{args.output}: frame {record['frame'][0]}x{record['frame'][1]} on {record['backend']} "
@@ -1060,10 +1066,16 @@ def _check_output(args) -> None:
     check_output(args.output, inputs, kind)
 
 
-def _message(e: BaseException) -> str:
-    """The error's text, each line cut (a 200 MB bad line is not echoed whole)."""
+def _message(e: BaseException | str) -> str:
+    """The error's text, each line's control characters escaped (an input's ESC or BEL echoed in a
+    message stays off the terminal) and each line cut (a 200 MB bad line is not echoed whole)."""
     lines = str(e).splitlines() or [""]
-    return "\n".join(cut(line, 800) for line in lines[:50])
+    return "\n".join(cut(printable(line), 800) for line in lines[:50])
+
+
+def _stderr(text: str) -> None:
+    """A note or refusal on stderr, as _message writes a message: control characters escaped, cut."""
+    print(_message(text), file=sys.stderr)
 
 
 def _os_error(e: OSError) -> str:
@@ -1095,10 +1107,10 @@ def _main(argv: list[str] | None) -> int:
         _check_output(args)
         return args.func(args)
     except NoPhases as e:
-        print(f"rr: {_message(e)}", file=sys.stderr)
+        _stderr(f"rr: {e}")
         return 1
     except (UserError, ParseError, InvalidInput, OutputRefused) as e:
-        print(f"rr: error: {_message(e)}", file=sys.stderr)
+        _stderr(f"rr: error: {e}")
         return 2
     except BrokenPipeError:
         # the reader went away (`rr spec --json | head`): end quietly, as a unix tool killed by
@@ -1109,7 +1121,7 @@ def _main(argv: list[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except OSError as e:  # ENOSPC, EROFS, EACCES, ENOTDIR, EISDIR, …
-        print(f"rr: error: {_message(_os_error(e))}", file=sys.stderr)
+        _stderr(f"rr: error: {_os_error(e)}")
         return 2
 
 
@@ -1127,6 +1139,10 @@ def entry() -> int:
     (_NUMPY_FREE), which pyarrow imports when it can (0.1 s, an eighth of `rr spec`'s time on the
     widest layer, a tenth of `rr linearise` on a large kernel). (Not in main(): tests call that
     in-process.)"""
+    for stream in (sys.stdout, sys.stderr):
+        # what the stream's encoding cannot say — a character past ASCII under PYTHONIOENCODING=ascii,
+        # a file name that is not UTF-8 (its bytes are surrogates in argv) — is written as an escape
+        stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:]
     absent = tuple(name for name, unused in (("pandas", argv[:1] != ["report"]), ("numpy", argv[:1] in _NUMPY_FREE))
                    if unused and name not in sys.modules)

@@ -104,6 +104,15 @@ def remove_stale_temporaries(target: str | Path) -> list[Path]:
     return removed
 
 
+def resolved(path: str | Path) -> Path:
+    """`Path(path).resolve()`, a loop of symbolic links an OSError naming the path (ELOOP, as the
+    operating system says it), not the RuntimeError of Python before 3.13."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
+
+
 def check_output(path: str | Path, inputs=(), kind: str = "file") -> Path:
     """The resolved target of an output, or OutputRefused naming why it may not be written.
     `kind` is "file", "dir" (a directory written whole, replacing what was there) or "into" (a
@@ -112,13 +121,13 @@ def check_output(path: str | Path, inputs=(), kind: str = "file") -> Path:
     it is a file; a file where a directory goes; a directory where a file goes; a non-empty
     directory rr did not write (no marker) where a whole directory goes."""
     shown = str(path)
-    target = Path(path).resolve()
+    target = resolved(path)
     if target == target.parent:
         raise OutputRefused(f"{shown}: the root directory is not an output")
     for item in inputs:
         if item is None:
             continue
-        source = Path(item).resolve()
+        source = resolved(item)
         if target == source or (kind != "into" and source in target.parents):
             raise OutputRefused(f"{shown}: the output would be written over or inside its input {item}")
         if kind == "dir" and target in source.parents:
@@ -280,7 +289,7 @@ def scratch_dir(beside: str | Path):
     there removes it if its writer was killed), removed when the block ends however it ends; an
     error naming a file in it names that file under `beside`. A directory made for it is removed
     with it if the block failed and left that directory empty."""
-    target = Path(beside).resolve()
+    target = resolved(beside)
     made = []
     with _naming(Path(beside)):
         made = _make_parents(target.parent)
@@ -299,7 +308,7 @@ def scratch_dir(beside: str | Path):
 def replace_dir(src: str | Path, path: str | Path) -> None:
     """Move the directory `src` (a whole output of rr's, on the same file system) onto `path`,
     which must be absent, empty, or rr's (OutputRefused naming it otherwise)."""
-    _swap_in(Path(src), Path(path).resolve(), path)
+    _swap_in(Path(src), resolved(path), path)
 
 
 def _swap_in(tmp: Path, target: Path, shown: str | Path) -> None:
@@ -340,10 +349,17 @@ def write_json(path: str | Path, obj) -> None:
     write_text(path, json_text(obj))
 
 
-def write_parquet(path: str | Path, table) -> None:
-    """A pyarrow Table as Parquet (pyarrow is imported here: the commands that write none, such as
-    `rr spec`, start without it)."""
+def write_table(table, path: str | Path) -> None:
+    """pq.write_table to a file Python opened: pyarrow takes a path for UTF-8, and a file name that
+    is not (`-o $'\\xff.parquet'`: surrogates in argv) is one all the same."""
     import pyarrow.parquet as pq
 
+    with open(path, "wb") as f:
+        pq.write_table(table, f)
+
+
+def write_parquet(path: str | Path, table) -> None:
+    """A pyarrow Table as Parquet, whole or not at all (pyarrow is imported on the write: the
+    commands that write none, such as `rr spec`, start without it)."""
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+        write_table(table, tmp)

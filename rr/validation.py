@@ -5,7 +5,6 @@ with every echoed value cut to a few hundred characters."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -34,18 +33,50 @@ def cut(text: str, limit: int = CUT) -> str:
     return f"{text[:head]}…[{len(text) - head - tail} characters cut]…{text[-tail:]}"
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters (ESC, BEL, CR, backspace, … — all of C0 but tab and
+    newline, DEL and C1) written as `\\xNN`: an input line echoed in a message cannot move the
+    cursor, recolour or retitle the terminal, or ring it."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _open_nonblocking(path, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+
+
+def open_regular(path: str | Path, error=InvalidInput):
+    """A regular file opened for reading (a binary file object): a directory is IsADirectoryError,
+    anything else — a FIFO, a device, a socket — `error` naming it. The open does not block and the
+    check is of what was opened (fstat), so a FIFO, there from the start or swapped in after a
+    stat, can neither hang the read nor pass for a file; /dev/zero would never end. OSError from
+    the open (no such file, permission, a loop of links) names the path."""
+    f = open(path, "rb", opener=_open_nonblocking)  # a directory: IsADirectoryError, from open itself
+    try:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise error(f"{path}: not a regular file")
+        os.set_blocking(f.fileno(), True)
+        return f
+    except BaseException:
+        f.close()
+        raise
+
+
+def read_bytes(path: str | Path, limit: int | None = None, error=InvalidInput) -> bytes:
+    """A regular file's bytes (`open_regular`), refused with `error` when over `limit` bytes."""
+    with open_regular(path, error) as f:
+        size = os.fstat(f.fileno()).st_size
+        if limit is not None and size > limit:
+            raise error(f"{path}: {size} bytes, more than the {limit} rr reads of such a file")
+        return f.read() if limit is None else f.read(limit + 1)
+
+
 def read_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
     """A regular file's text: a directory, FIFO or device, a file over `limit` bytes or one that is
-    not UTF-8 is refused by name (a FIFO would block the open, /dev/zero never end)."""
-    path = Path(path)
-    st = os.stat(path)  # FileNotFoundError, PermissionError: the caller's OSError handler names the path
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidInput(f"{path}: not a regular file")
-    if st.st_size > limit:
-        raise InvalidInput(f"{path}: {st.st_size} bytes, more than the {limit} rr reads of such a file")
-    data = Path(path).read_bytes()[:limit + 1]
+    not UTF-8 is refused by name (`read_bytes`)."""
+    data = read_bytes(path, limit)  # FileNotFoundError, PermissionError: the caller's OSError handler names the path
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -151,6 +182,20 @@ def _validator_class():
 
 
 @functools.cache
+def _registry():
+    """rr's shipped JSON schemas by file name, for a `$ref` from one to another
+    (`launch.schema.json#/$defs/name`): loaded and crawled once (retrieved at each reference, they
+    made the validation of a network's frame.json three times slower)."""
+    from importlib import resources
+
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    names = [f.name for f in resources.files("rr.data").iterdir() if f.name.endswith(".schema.json")]
+    return Registry().with_resources((name, DRAFT202012.create_resource(schema(name))) for name in names).crawl()
+
+
+@functools.cache
 def schema(name: str) -> dict:
     """A schema shipped in rr/data (YAML or JSON), read once per process (a frame's every layer
     validates its launch against it: read each time, by the YAML parser, it was a third of
@@ -176,7 +221,8 @@ def key_path(parts) -> str:
 def schema_errors(instance, schema_: dict, where: str) -> list[str]:
     """`WHERE: KEY: message` for each way `instance` breaks `schema_` (at most MAX_ERRORS), the
     value in each message cut."""
-    errors = sorted(_validator_class()(schema_).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(_validator_class()(schema_, registry=_registry()).iter_errors(instance),
+                    key=lambda e: [str(p) for p in e.absolute_path])
     lines = []
     for e in errors[:MAX_ERRORS]:
         message = e.message
@@ -207,7 +253,7 @@ def validate_against(instance, name: str, where: str, error=InvalidInput) -> Non
 def _valid(name: str, text: str) -> bool:
     """Whether the JSON `text` is valid against the shipped schema `name` (a pure function of the
     two: the schemas are files of rr's own)."""
-    return next(_validator_class()(schema(name)).iter_errors(json.loads(text)), None) is None
+    return next(_validator_class()(schema(name), registry=_registry()).iter_errors(json.loads(text)), None) is None
 
 
 YTE_KEY = "__use_yte__"

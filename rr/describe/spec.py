@@ -128,9 +128,7 @@ def write_description(spec: dict, out_dir) -> None:
     from pathlib import Path
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from rr.io import atomic_paths, json_text
+    from rr.io import atomic_paths, json_text, write_table
 
     out_dir = Path(out_dir)
     counts = pa.map_(pa.string(), pa.int64())
@@ -144,6 +142,6 @@ def write_description(spec: dict, out_dir) -> None:
     # removes it before the first rename, so a set cut short by a kill has none
     names = ("phases.parquet", "epilogues.parquet", "descriptor.json")
     with atomic_paths(*(out_dir / n for n in names), shown=out_dir) as tmps:
-        pq.write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
+        write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
+        write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
         tmps[2].write_text(json_text(spec))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rr.validation import printable
+
 _SHOWN = 160  # characters of the offending line in a message
 
 class ParseError(ValueError):
@@ -21,8 +23,12 @@ class ParseError(ValueError):
         where = f"{self.source}:{self.line}:{self.column}: " if self.line else f"{self.source}: "
         s = where + self.message
         if self.line_text:
-            shown = self.line_text.replace("\r", " ").expandtabs(1)
-            s += f"\n    {shown}\n    {' ' * max(self.caret - 1, 0)}^"
+            # control characters escaped (a raw ESC or BEL of the input would reach the terminal),
+            # the caret under the same character of the escaped line
+            text = self.line_text.replace("\r", " ").expandtabs(1)
+            at = max(self.caret - 1, 0)
+            before = printable(text[:at])
+            s += f"\n    {before}{printable(text[at:])}\n    {' ' * len(before)}^"
         return s
 
     @classmethod

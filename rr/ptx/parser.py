@@ -27,6 +27,7 @@ from rr.ptx.forms import check_operands, check_text
 from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed, well_formed
 from rr.ptx.scan import LEAD, LINE_DIRECTIVE, malformed, scan_body
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
+from rr.validation import read_bytes
 
 _T = LEAD  # whitespace and comments
 _TRIVIA = re.compile(_T, re.S)
@@ -71,9 +72,13 @@ _PARAM = re.compile(
 
 def read_text(path: str | Path) -> str:
     """A PTX file's text exactly as its bytes are, line ends included (no newline translation:
-    CR LF and lone CR come back as they were, so emit reproduces the file)."""
-    path = Path(path)
-    data = path.read_bytes()
+    CR LF and lone CR come back as they were, so emit reproduces the file). Only a regular file
+    is read (rr.validation.read_bytes: a FIFO would block, /dev/zero never end)."""
+    return decode_text(read_bytes(path), path)
+
+
+def decode_text(data: bytes, path: str | Path) -> str:
+    """PTX bytes (of the file `path`) as text; ParseError where they are not UTF-8."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

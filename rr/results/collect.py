@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,26 +23,24 @@ from rr.fingerprint import fingerprint as code_fingerprint
 from rr.results.checks import evaluate, verdict
 from rr.results.schema import RESULTS_SCHEMA
 from rr.run.compile import FIGURES, entry_figures
-from rr.splice.recipe import RecipeError, load_recipe
+from rr.splice.recipe import RecipeError, load_recipe, recipe_name
 from rr.validation import read_json, validate
 
 CPU_NO_TIMING = ("the captures ran on the cpu backend (rr's PTX interpreter), which gives no timing: "
                  "timing needs the cuda backend, so none was scheduled")
 
-DESCRIPTOR_SCHEMA = {  # what collect and the report read of a descriptor.json (rr describe writes it all)
-    "type": "object",
-    "required": ["entry", "phases"],
-    "properties": {"entry": {"type": "string"},
-                   "phases": {"type": "array", "items": {"type": "object", "required": ["phase"],
-                                                         "properties": {"phase": {"type": "integer"}}}}},
-}
+
+def _checked(path: Path, kind: str):
+    """The record at `path`, checked against its definition in rr/data/records.schema.json (what a
+    row is made of it): InvalidInput naming the file and the key otherwise."""
+    record = read_json(path)
+    validate(record, {"$ref": f"records.schema.json#/$defs/{kind}"}, str(path))
+    return record
 
 
 def read_descriptor(path: str | Path) -> dict:
     """A layer's descriptor.json, checked for what the rows are made of."""
-    descriptor = read_json(path)
-    validate(descriptor, DESCRIPTOR_SCHEMA, str(path))
-    return descriptor
+    return _checked(Path(path), "descriptor")
 
 
 def launch_frame(launch: str | Path) -> str | None:
@@ -55,8 +54,10 @@ def launch_frame(launch: str | Path) -> str | None:
     return f"{record['frame'][0]}x{record['frame'][1]}"
 
 
-def _read(path: Path) -> dict | None:
-    return read_json(path) if path.is_file() else None
+def _read(path: Path, kind: str) -> dict | list | None:
+    """A stage's record of kind `kind` (records.schema.json), or None where the stage wrote none
+    (anything else at `path`, a FIFO or a directory, is refused naming it)."""
+    return _checked(path, kind) if os.path.lexists(path) else None
 
 
 def _not_run(row: dict, stage: str, why: str) -> None:
@@ -87,7 +88,7 @@ def worst_buffer(buffers: list[dict]) -> dict | None:
 
 def reference_compile(path: str | Path | None, entry: str) -> dict:
     """The ref_* columns from the unspliced module's compile record (rr compile of the layer's module)."""
-    record = _read(Path(path)) if path else None
+    record = _read(Path(path), "compile") if path else None
     if record is None:
         return {"ref_compile_status": "not_run",
                 "ref_compile_message": f"no compile record of the unspliced module{f' ({path})' if path else ''}"}
@@ -164,7 +165,7 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
         return row
     if p is not None:
         row.update({k: p[k] for k in ("M", "N", "K", "mma", "first_stmt", "last_stmt", "b_offsets", "c_offsets")})
-    splice = _read(cell / f"{recipe}.ptx.splice.json")
+    splice = _read(cell / f"{recipe}.ptx.splice.json", "splice")
     if splice is None:
         _not_run(row, "splice", f"no splice record {cell / (recipe + '.ptx.splice.json')}: the splice failed "
                  f"or did not run (its log says why)")
@@ -184,19 +185,19 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
                outside_checked=splice["outside_statements_checked"], spliced_sha1=splice["spliced_sha1"])
     if "regen" in splice:
         row.update({k: splice["regen"][k] for k in ("operands_rebuilt", "operands_live_in", "operands_chained")})
-    compiled = _read(cell / f"{recipe}.cubin.json")
+    compiled = _read(cell / f"{recipe}.cubin.json", "compile")
     if compiled is None:
         _not_run(row, "compile", "no compile report")
     else:
         _compile(row, compiled, descriptor["entry"])
-    run = _read(cell / f"{recipe}.run.json")
-    _capture(row, run, _read(cell / f"{recipe}.compare.json"))
-    layer_timing = _read(cell / f"{recipe}.layer_timing.json")
+    run = _read(cell / f"{recipe}.run.json", "run")
+    _capture(row, run, _read(cell / f"{recipe}.compare.json", "compare"))
+    layer_timing = _read(cell / f"{recipe}.layer_timing.json", "timing")
     if layer_timing is None:  # one layer's launch: its timing is the layer's
-        _timing(row, _read(cell / f"{recipe}.timing.json"), backend, run)
+        _timing(row, _read(cell / f"{recipe}.timing.json", "timing"), backend, run)
         return row
     _timing(row, layer_timing, backend, run)  # a frame's cell: the layer alone, then the whole frame
-    frame_timing = _read(cell / f"{recipe}.timing.json")
+    frame_timing = _read(cell / f"{recipe}.timing.json", "timing")
     if frame_timing is not None and frame_timing.get("status") == "ok":
         row.update(frame_ref_median_ms=frame_timing["reference"]["median_ms"],
                    frame_splice_median_ms=frame_timing["other"]["median_ms"],
@@ -223,7 +224,7 @@ def collect_cell(layer: str, phase: int | None, recipes: list[str], descriptor: 
     ref = reference_compile(reference, descriptor["entry"]) if descriptor["phases"] else None
     rows = []
     for given in recipes:  # the records of recipe file F.yaml go by its stem, as the workflow names them
-        row = recipe_row(layer, phase, Path(given).stem, descriptor, Path(cell), module_hash, fingerprint, ref,
+        row = recipe_row(layer, phase, recipe_name(given), descriptor, Path(cell), module_hash, fingerprint, ref,
                          backend)
         row["frame"] = frame
         if descriptor["phases"]:

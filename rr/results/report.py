@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from rr.io import atomic_dir
 from rr.results.schema import RESULTS_SCHEMA
 from rr.run.compile import FIGURES
+from rr.validation import InvalidInput, cut, open_regular
 
 _PHASE_COLUMNS = ("phase", "first_stmt", "last_stmt", "mma", "a_quads", "b_pairs", "chains", "chain_len",
                   "M", "N", "K", "identity", "a_source", "b_source", "c_source", "slab_stride")
@@ -39,8 +40,28 @@ _FIGURE_TITLES = {"registers": "registers per thread", "spill_stores": "spill st
                   "shared_bytes": "shared memory (bytes)", "constant_bytes": "constant memory (bytes)"}
 
 
+def read_results(path: str | Path, what: str = "an rr summary") -> pa.Table:
+    """A results table as rr writes them (a cell's, or the summary of the cells), read from a
+    regular file (rr.validation.open_regular); InvalidInput naming the file when it is not Parquet
+    or not such a table: columns of RESULTS_SCHEMA missing or of another type."""
+    try:
+        with open_regular(path) as f:
+            table = pq.read_table(f)
+    except pa.ArrowException as e:
+        raise InvalidInput(f"{path}: not {what} (not a Parquet file: {cut(str(e))})") from None
+    names = set(table.schema.names)
+    missing = [f.name for f in RESULTS_SCHEMA if f.name not in names]
+    if missing:
+        raise InvalidInput(f"{path}: not {what} (missing columns {cut(', '.join(missing))})")
+    other = [f"{f.name} is {table.schema.field(f.name).type}, not {f.type}" for f in RESULTS_SCHEMA
+             if not table.schema.field(f.name).type.equals(f.type)]
+    if other:
+        raise InvalidInput(f"{path}: not {what} of this rr version ({cut('; '.join(other))})")
+    return table
+
+
 def summary_table(cells: list[str | Path]) -> pa.Table:
-    tables = [pq.read_table(c) for c in cells]
+    tables = [read_results(c, "a results table") for c in cells]
     for c, t in zip(cells, tables):
         if not t.schema.equals(RESULTS_SCHEMA, check_metadata=False):
             raise ValueError(f"{c}: not a results table of this rr version (schema differs)")

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rr import children
+from rr.validation import open_regular
 
 # what a results row shows of an entry's compile, per kernel: the ptxas figures a splice changes
 FIGURES = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "constant_bytes")
@@ -112,13 +113,16 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     if ptxas is None:
         return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
                              "pip install nvidia-cuda-nvcc", arch, None, None)
+    with open_regular(ptx):  # ptxas opens it by name: a FIFO would block it until the timeout
+        pass
     output = Path(output)
     t0 = time.perf_counter()
     try:
         # at a lower CPU priority: in a sweep the GPU waits on the capture and timing jobs' own
-        # Python, which a machine full of ptxas would otherwise starve
-        r = children.run([ptxas, f"-arch={arch}", "-v", *extra, str(ptx), "-o", str(output)], capture=True,
-                         timeout=timeout_s, niceness=PTXAS_NICENESS)
+        # Python, which a machine full of ptxas would otherwise starve; the paths absolute, so that
+        # a file named `-x.ptx` is a file, not an option of ptxas
+        r = children.run([ptxas, f"-arch={arch}", "-v", *extra, os.path.abspath(ptx), "-o", os.path.abspath(output)],
+                         capture=True, timeout=timeout_s, niceness=PTXAS_NICENESS)
     except subprocess.TimeoutExpired:
         return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
                              timeout_s * 1000)

@@ -20,15 +20,18 @@ module; `rr compare` compares two frame runs, the final frame first; `rr time` t
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from rr.run.launch import (Buffer, Field, Launch, LaunchError, check_module, link_or_copy, load_buffer, parse_launch,
-                           save_buffer, save_outputs)
+from rr.io import resolved
+from rr.run.launch import (Buffer, Field, Launch, LaunchError, check_module, copy_file, link_or_copy, load_buffer,
+                           parse_launch, save_buffer, save_outputs)
+from rr.validation import InvalidInput
 
 FRAME_FILE = "frame.json"
 
@@ -86,13 +89,16 @@ def is_frame(directory: str | Path) -> bool:
     """A frame directory: frame.json and no launch.json (a single layer's launch directory keeps
     a frame.json of its own that says which frame it covers)."""
     directory = Path(directory)
-    return (directory / FRAME_FILE).is_file() and not (directory / "launch.json").is_file()
+    return (directory / FRAME_FILE).exists() and not (directory / "launch.json").exists()
 
 
 def read_frame(directory: str | Path) -> Frame:
-    """Read and check `directory/frame.json`: every layer's launch as `read_launch` checks one,
-    its buffers the frame's, each buffer file and module present."""
-    from rr.validation import InvalidInput, cut, read_json
+    """Read and check `directory/frame.json`: its JSON schema (rr/data/frame.schema.json: types,
+    names, plain file names), then what a schema cannot say — every layer's launch as `read_launch`
+    checks one, its buffers the frame's, no file two buffers', each buffer file and module present,
+    the final buffer, producers, consumers and start the frame's own, the reference a subdirectory
+    (not a link). Every failure is a LaunchError naming the file, the key and the value."""
+    from rr.validation import read_json, validate_against
 
     directory = Path(directory)
     path = directory / FRAME_FILE
@@ -101,44 +107,52 @@ def read_frame(directory: str | Path) -> Frame:
     except InvalidInput as e:
         raise LaunchError(str(e)) from None
     where = str(path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("buffers"), dict) or not isinstance(raw.get("layers"), list):
-        raise LaunchError(f"{where}: expected an object with `buffers` (an object) and `layers` (a list)")
-    frame = raw.get("frame")
-    if not (isinstance(frame, list) and len(frame) == 2 and all(isinstance(x, int) and x > 0 for x in frame)):
-        raise LaunchError(f"{where}: frame: expected [width, height] in pixels, got {cut(repr(frame))}")
-    buffers = {}
+    validate_against(raw, "frame.schema.json", where, LaunchError)
+
+    def refuse(message: str):
+        raise LaunchError(f"{where}: {message}")
+
+    buffers, files = {}, {}
     for name, b in raw["buffers"].items():
-        if not isinstance(b, dict) or not isinstance(b.get("file"), str) or "/" in b["file"] or \
-                not b["file"].endswith(".npy"):
-            raise LaunchError(f"{where}: buffers.{cut(name)}: expected an object whose file is a .npy name in {directory}")
-        if not (directory / b["file"]).is_file():
-            raise LaunchError(f"{where}: buffers.{cut(name)}.file {b['file']!r}: no such file in {directory}")
-        buffers[name] = FrameBuffer(name, b["file"], b.get("format"), b.get("dtype"), str(b.get("producer", "host")),
-                                    tuple(b.get("consumers", ())), str(b.get("role", "")))
+        if b["file"] in files:
+            refuse(f"buffers.{name}.file: {b['file']!r} is also the file of buffers.{files[b['file']]}")
+        files[b["file"]] = name
+        if not (directory / b["file"]).exists():  # one that is not a regular file is refused reading it
+            refuse(f"buffers.{name}.file {b['file']!r}: no such file in {directory}")
+        buffers[name] = FrameBuffer(name, b["file"], b.get("format"), b.get("dtype"), b.get("producer", "host"),
+                                    tuple(b.get("consumers", ())), b.get("role", ""))
     layers = []
     for i, entry in enumerate(raw["layers"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("layer"), str):
-            raise LaunchError(f"{where}: layers[{i}]: expected an object with `layer` and `launch`")
-        launch = parse_launch(entry.get("launch"), directory, f"{where}: layers[{i}].launch")
+        launch = parse_launch(entry["launch"], directory, f"{where}: layers[{i}].launch")
         for name, b in launch.buffers.items():
             if name not in buffers or buffers[name].file != b.file:
-                raise LaunchError(f"{where}: layers[{i}].launch.buffers.{cut(name)}: not the frame's buffer of "
-                                  f"that name (file {b.file!r})")
+                refuse(f"layers[{i}].launch.buffers.{name}: not the frame's buffer of that name (file {b.file!r})")
+        if any(lyr.layer == entry["layer"] for lyr in layers):
+            refuse(f"layers[{i}].layer: {entry['layer']!r} names an earlier layer too")
         layers.append(FrameLayer(entry["layer"], launch))
-    final = raw.get("final")
-    if final not in buffers:
-        raise LaunchError(f"{where}: final: {cut(repr(final))} is not one of the frame's buffers")
-    if len({lyr.layer for lyr in layers}) != len(layers):
-        raise LaunchError(f"{where}: layers: a layer is named twice")
-    start = raw.get("start")
-    if start is not None and start not in {lyr.layer for lyr in layers}:
-        raise LaunchError(f"{where}: start: {cut(repr(start))} is not one of the frame's layers")
-    reference = raw.get("reference")
-    if reference is not None and (start is None or not isinstance(reference, str) or "/" in reference
-                                  or not (directory / reference).is_dir()):
-        raise LaunchError(f"{where}: reference: {cut(repr(reference))} is not a subdirectory of {directory} "
-                          "(it goes with start)")
-    return Frame(tuple(frame), final, buffers, tuple(layers), start, reference)
+    names = [lyr.layer for lyr in layers]
+    if raw["final"] not in buffers:
+        refuse(f"final: {raw['final']!r} is not one of the frame's buffers")
+    for name, b in buffers.items():
+        if b.producer not in ("host", *names):
+            refuse(f"buffers.{name}.producer: {b.producer!r} is not host or one of the frame's layers")
+        for j, consumer in enumerate(b.consumers):
+            if consumer not in names:
+                refuse(f"buffers.{name}.consumers[{j}]: {consumer!r} is not one of the frame's layers")
+    start, reference = raw.get("start"), raw.get("reference")
+    if start is not None and start not in names:
+        refuse(f"start: {start!r} is not one of the frame's layers")
+    if reference is not None and (start is None or not _subdirectory(directory / reference)):
+        refuse(f"reference: {reference!r} is not a subdirectory of {directory} (it goes with start)")
+    return Frame(tuple(raw["frame"]), raw["final"], buffers, tuple(layers), start, reference)
+
+
+def _subdirectory(path: Path) -> bool:
+    """Whether `path` is a directory itself, not a symbolic link to one (which could lead anywhere)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def load_frame_buffers(directory: str | Path, frame: Frame) -> dict[str, np.ndarray]:
@@ -156,7 +170,7 @@ def write_frame(directory: str | Path, frame: Frame, arrays: dict[str, np.ndarra
         for name, b in frame.buffers.items():
             save_buffer(tmp / b.file, arrays[name])
         for lyr in frame.layers:
-            shutil.copyfile(modules[lyr.layer], tmp / lyr.launch.module)
+            copy_file(modules[lyr.layer], tmp / lyr.launch.module)
         (tmp / FRAME_FILE).write_text(json_text(frame.to_json()))
 
 
@@ -228,8 +242,8 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
                 link_or_copy(Path(resume) / b.file, tmp / REFERENCE_DIR / b.file)
         for lyr in frame.layers:
             if lyr.layer != layer:
-                shutil.copyfile(src / lyr.launch.module, tmp / lyr.launch.module)
-        shutil.copyfile(module, tmp / replaced.module)
+                copy_file(src / lyr.launch.module, tmp / lyr.launch.module)
+        copy_file(module, tmp / replaced.module)
         if probe:
             g, b = launch.grid, launch.block
             save_buffer(tmp / _file(f"{layer}.probe"),
@@ -355,7 +369,7 @@ def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarra
     frame = frame or read_frame(directory)
     written = save_outputs(out, {name: b.file for name, b in frame.buffers.items()}, outputs, reference, equal)
     for lyr in frame.layers:
-        shutil.copyfile(directory / lyr.launch.module, out / lyr.launch.module)
+        copy_file(directory / lyr.launch.module, out / lyr.launch.module)
     ran = _with(frame, reference=None)  # the reference's outputs stay with the resumed frame
     (out / FRAME_FILE).write_text(json.dumps(ran.to_json(), indent=2) + "\n")
     return written
@@ -455,6 +469,6 @@ def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Pa
     with atomic_dir(out, inputs=(src,)) as tmp:
         for name, b in launch.buffers.items():
             link_or_copy(src / b.file, tmp / files[name])
-        shutil.copyfile(src / launch.module, tmp / single.module)
+        copy_file(src / launch.module, tmp / single.module)
         (tmp / "launch.json").write_text(json.dumps(single.to_json(), indent=2) + "\n")
     return single

@@ -37,12 +37,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from rr.validation import InvalidInput
+from rr.io import resolved
+from rr.validation import InvalidInput, open_regular, read_bytes
 
 HANDLE_BYTES = 8  # device pointers, texture and surface objects are 64-bit
 
@@ -86,7 +88,7 @@ def module_kind(image: bytes, where: str | Path) -> str:
 def module_image(path: str | Path) -> bytes:
     """A module file's bytes as the driver's moduleLoadData takes them: a cubin or fatbin as it is,
     PTX text with the NUL that ends a C string (the driver reads PTX up to it)."""
-    image = Path(path).read_bytes()
+    image = read_bytes(path, error=LaunchError)
     if module_kind(image, path) == "ptx" and not image.endswith(b"\0"):
         image += b"\0"
     return image
@@ -95,10 +97,11 @@ def module_image(path: str | Path) -> bytes:
 def check_module(path: str | Path) -> str:
     """The kind of a module file given to replace a launch's (rr relaunch --module); LaunchError
     if there is none to load."""
-    path = Path(path)
-    if not path.is_file():
-        raise LaunchError(f"{path}: no such module file")
-    return module_kind(path.read_bytes(), path)
+    try:
+        image = read_bytes(path, error=LaunchError)
+    except FileNotFoundError:
+        raise LaunchError(f"{path}: no such module file") from None
+    return module_kind(image, path)
 
 
 @dataclass(frozen=True)
@@ -177,18 +180,31 @@ def read_launch(directory: str | Path) -> Launch:
 
     directory = Path(directory)
     path = directory / "launch.json"
-    if not path.is_file() and (directory / ERROR_FILE).is_file():
+    if not path.exists() and (directory / ERROR_FILE).is_file():
         error = read_json(directory / ERROR_FILE)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             raise LaunchError(f"{directory / ERROR_FILE}: {cut(error['message'], 1000)}",
                               str(error.get("status", "bad_launch")))
-    if not path.is_file():
+    if not path.exists():  # a FIFO or a directory there is refused by read_json, naming it
+        check_directory(directory)
         raise LaunchError(f"{path}: no launch.json in {directory}")
     try:
         raw = read_json(path)
     except InvalidInput as e:
         raise LaunchError(str(e)) from None
     return parse_launch(raw, directory, str(path))
+
+
+def check_directory(directory: Path) -> None:
+    """LaunchError naming `directory` when it is no directory to read a launch or frame from: absent,
+    a loop of symbolic links, a file (the reason the operating system gives)."""
+    try:
+        if stat.S_ISDIR(os.stat(directory).st_mode):
+            return
+        reason = "not a directory"
+    except OSError as e:
+        reason = e.strerror
+    raise LaunchError(f"{directory}: {reason}")
 
 
 def parse_launch(raw, directory: str | Path, where: str) -> Launch:
@@ -268,31 +284,36 @@ def _unrepresentable(values: tuple, dtype: str):
 
 def load_buffer(path: Path, mmap: bool = False) -> np.ndarray:
     """One `.npy` buffer, refused naming the file when it is not a whole .npy array of plain
-    numbers: a header that cannot be read, a size its header does not account for, object arrays
-    (never unpickled). `mmap`: mapped read-only, its bytes read only where they are used."""
+    numbers in a regular file: a header that cannot be read, a size its header does not account
+    for, object arrays (never unpickled), a FIFO or device (rr.validation.open_regular). `mmap`:
+    mapped read-only, its bytes read only where they are used. Read through the one file object
+    that was checked, never opened again by name."""
     from rr.validation import cut
 
     readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-    try:
-        with open(path, "rb") as f:
+    with open_regular(path, LaunchError) as f:
+        try:
             version = np.lib.format.read_magic(f)
             if version not in readers:
                 raise ValueError(f".npy format version {version[0]}.{version[1]}")
-            shape, _, dtype = readers[version](f, max_header_size=10000)
+            shape, fortran, dtype = readers[version](f, max_header_size=10000)
             header = f.tell()
-    except (ValueError, EOFError, SyntaxError) as e:
-        raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
-    if dtype.hasobject:
-        raise LaunchError(f"{path}: an array of Python objects ({dtype}); buffers hold numbers (never unpickled)")
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    actual = path.stat().st_size
-    if actual != expected:
-        raise LaunchError(f"{path}: truncated or padded: its header ({dtype} {shape}) needs {expected} bytes, "
-                          f"the file has {actual}")
-    try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except ValueError as e:
-        raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
+        except (ValueError, EOFError, SyntaxError) as e:
+            raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
+        if dtype.hasobject:
+            raise LaunchError(f"{path}: an array of Python objects ({dtype}); buffers hold numbers (never unpickled)")
+        expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        actual = os.fstat(f.fileno()).st_size
+        if actual != expected:
+            raise LaunchError(f"{path}: truncated or padded: its header ({dtype} {shape}) needs {expected} bytes, "
+                              f"the file has {actual}")
+        try:
+            if mmap:
+                return np.memmap(f, dtype, "r", header, shape, "F" if fortran else "C")
+            f.seek(0)
+            return np.lib.format.read_array(f, allow_pickle=False, max_header_size=10000)
+        except ValueError as e:
+            raise LaunchError(f"{path}: not a .npy array ({cut(str(e))})") from None
 
 
 def load_buffers(directory: str | Path, launch: Launch, names=None) -> dict[str, np.ndarray]:
@@ -302,7 +323,7 @@ def load_buffers(directory: str | Path, launch: Launch, names=None) -> dict[str,
         if names is not None and name not in names:
             continue
         path = Path(directory) / b.file
-        if not path.is_file():
+        if not path.exists():  # one that is not a regular file is refused by load_buffer, naming it
             raise LaunchError(f"{Path(directory) / 'launch.json'}: buffers.{name}.file {b.file!r} not found")
         a = load_buffer(path)
         if b.format == "rgba16f" and (a.ndim != 3 or a.shape[2] != 4 or a.dtype != np.float16):
@@ -370,16 +391,14 @@ def holds_buffer(path: Path, array: np.ndarray) -> bool:
     a = np.require(array, requirements="C")
     header = _npy_header(a)
     try:
-        if path.stat().st_size != len(header) + a.nbytes:
-            return False
-        with open(path, "rb") as f:
-            if f.read(len(header)) != header:
+        with open_regular(path) as f:
+            if os.fstat(f.fileno()).st_size != len(header) + a.nbytes or f.read(len(header)) != header:
                 return False
-    except OSError:
+            if a.nbytes == 0:
+                return True
+            held = np.memmap(f, np.uint8, "r", offset=len(header), shape=(a.nbytes,))
+    except (OSError, InvalidInput):
         return False
-    if a.nbytes == 0:
-        return True
-    held = np.memmap(path, np.uint8, "r", offset=len(header), shape=(a.nbytes,))
     return bytes_equal(a.reshape(-1).view(np.uint8), held)
 
 
@@ -399,13 +418,12 @@ def save_outputs(directory: Path, files: dict[str, str], arrays: dict[str, np.nd
         if name not in equal and (held is None or not held.is_file() or not holds_buffer(held, arrays[name])):
             save_buffer(directory / file, arrays[name])
             continue
-        try:
-            os.link(held, directory / file)
+        error = link_or_copy(held, directory / file)
+        if error is None:
             linked.append(name)
-        except OSError as e:
-            shutil.copyfile(held, directory / file)
+        else:
             copied.append(name)
-            why = why or f"{held}: not hard-linked ({e.strerror or e}): copied"
+            why = why or f"{held}: not hard-linked ({error.strerror or error}): copied"
     if reference is None:
         return {}
     return {"reference": str(reference), "linked_to_reference": linked,
@@ -422,8 +440,8 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     directory.mkdir(parents=True, exist_ok=True)
     written = save_outputs(directory, {name: b.file for name, b in launch.buffers.items()}, arrays, reference,
                            equal)
-    if module_source is not None and Path(module_source).resolve() != (directory / launch.module).resolve():
-        shutil.copyfile(module_source, directory / launch.module)
+    if module_source is not None and resolved(module_source) != resolved(directory / launch.module):
+        copy_file(module_source, directory / launch.module)
     (directory / "launch.json").write_text(json.dumps(launch.to_json(), indent=2) + "\n")
     return written
 
@@ -451,12 +469,33 @@ def _probe_of(module: Path) -> dict | None:
     return None
 
 
-def link_or_copy(src: Path, dst: Path) -> None:
-    """A hard link (a copy across file systems): a relaunch shares its inputs' buffer files."""
+COPY_CHUNK = 1 << 20  # bytes copy_file moves at a time
+
+
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    """A copy of a regular file only (rr.validation.open_regular: a FIFO would block the copy,
+    /dev/zero never end it), read through the file object that was checked."""
+    with open_regular(src, LaunchError) as f, open(dst, "wb") as out:
+        shutil.copyfileobj(f, out, COPY_CHUNK)
+
+
+def link_or_copy(src: Path, dst: Path) -> OSError | None:
+    """A hard link (a copy across file systems) of the file `src`: a relaunch shares its inputs'
+    buffer files, a run its reference's. A `src` that is a symbolic link is followed to its file,
+    which must be in the directory `src` is in (a link is never linked as it is: a relative one
+    would name another file from `dst`); one that leads out of it is refused naming `src`. Returns
+    why it was copied, not linked (None: linked)."""
+    real = resolved(src)
+    if resolved(src.parent) not in real.parents:
+        raise LaunchError(f"{src}: a buffer file that is a symbolic link to {real}, outside {src.parent}: refused "
+                          "(a buffer is a file of the directory's own)")
+    open_regular(real, LaunchError).close()  # a FIFO or device is no buffer, linked or copied
     try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
+        os.link(real, dst)
+    except OSError as e:
+        copy_file(real, dst)
+        return e
+    return None
 
 
 def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
@@ -480,7 +519,7 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
     with atomic_dir(out, inputs=(src, module)) as tmp:
         for b in launch.buffers.values():
             link_or_copy(src / b.file, tmp / b.file)
-        shutil.copyfile(module, tmp / moved.module)
+        copy_file(module, tmp / moved.module)
         if probe:
             save_buffer(tmp / "probe.npy", np.zeros((blocks, threads, probe["words_per_thread"]), np.uint32))
         (tmp / "launch.json").write_text(json.dumps(moved.to_json(), indent=2) + "\n")

@@ -10,6 +10,7 @@ name shipped with rr (rr/data/recipes/), so `rr splice --recipe regen` works fro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,20 @@ def recipe_path(recipe: str | Path) -> Path:
         return shipped
     raise RecipeError(f"{recipe}: no such recipe: not a file, not in {WORKFLOW_RECIPES}/ here and not one of "
                       f"the shipped recipes ({', '.join(shipped_recipes())})")
+
+
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # the recipe schema's `name` and the workflow config's `recipes`
+
+
+def recipe_name(recipe: str | Path) -> str:
+    """The name a recipe's records go by (`<name>.run.json`, … in a cell): a recipe given by name is
+    that name, one given as a file its stem (`config/recipes/regen.yaml`: regen), as the workflow
+    names them. RecipeError unless it is a plain name (NAME): a name is never a path in the cell."""
+    given = Path(recipe)
+    name = given.stem if given.suffix or len(given.parts) > 1 else str(recipe)
+    if not NAME.fullmatch(name):
+        raise RecipeError(f"{recipe}: not a recipe name ({NAME.pattern}) or a recipe file named by one")
+    return name
 
 
 def _checks(raw: list, path: Path) -> tuple[tuple, float]:

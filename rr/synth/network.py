@@ -188,6 +188,46 @@ def network_inputs(layout: NetworkLayout, input_seed: int = INPUT_SEED,
     return arrays
 
 
+# Per pixel, what network_inputs holds beside the frame's buffers (measured at 2048x1024 and
+# 3840x2160: 112 and 20-21 bytes): noisy_frame's peak — the x and y ramps, then the clean frame,
+# the noise and their sum, four float64 planes each — and, while the buffers are made, the noisy
+# frame and enc0's pixels in float32.
+NOISY_FRAME_PEAK = 112
+BESIDE_BUFFERS = 24
+
+
+def inputs_bytes(layout: NetworkLayout) -> tuple[int, int]:
+    """(the bytes of the frame's buffers, at most what `network_inputs` holds at once making them)."""
+    buffers = sum(int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize for b in layout.buffers.values())
+    pixels = layout.frame[0] * layout.frame[1]
+    return buffers, max(NOISY_FRAME_PEAK * pixels, buffers + BESIDE_BUFFERS * pixels)
+
+
+def available_memory() -> int | None:
+    """The bytes this machine can still give a process without swapping (MemAvailable of
+    /proc/meminfo), or None where there is no such figure."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(layout: NetworkLayout) -> None:
+    """ValueError naming the sizes when making the frame's buffers would take more memory than the
+    machine has available: refused before anything is allocated, not a MemoryError (or the
+    kernel's OOM killer) halfway through."""
+    buffers, need = inputs_bytes(layout)
+    have = available_memory()
+    if have is not None and need > have:
+        w, h = layout.frame
+        raise ValueError(f"a {w}x{h} frame: its buffers take {buffers / 1e9:.1f} GB, {need / 1e9:.1f} GB of memory "
+                         f"while they are made, and this machine has {have / 1e9:.1f} GB available")
+
+
 # -- the model of a frame --------------------------------------------------------------------------
 
 def layer_buffers(lyr: LayerLaunch, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machin
 from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op, fuse_mma_runs
-from rr.run.launch import load_buffers, module_kind, param_images, read_launch
+from rr.run.launch import LaunchError, load_buffers, module_kind, param_images, read_launch
 
 MAX_LANES = 1 << 17  # threads per chunk of blocks: bounds the registers' memory (the state spaces': .memory)
 
@@ -68,12 +68,13 @@ def module_ptx(module: Path, entry: str) -> str:
     alone — is CpuUnsupported naming the two fixes: the PTX given with `rr run --module`, or the
     program rebuilt to embed PTX."""
     from rr.corpus.extract import scan_bytes
-    from rr.ptx.parser import read_text
+    from rr.ptx.parser import decode_text
+    from rr.validation import read_bytes
 
-    image = module.read_bytes()
+    image = read_bytes(module, error=LaunchError)  # a regular file, read once
     kind = module_kind(image, module)
     if kind == "ptx":
-        return read_text(module)
+        return decode_text(image, module)
     found = scan_bytes(image, str(module)) if kind == "fatbin" else None
     ptx = [m for m in found.modules if entry in m.entries] if found else []
     if ptx:
