@@ -71,7 +71,7 @@ def ptxas_verdict(ptxas: str, path: Path, arch: str) -> tuple[bool, str]:
 
 
 def _cli(*args: str) -> tuple[int, str]:
-    from rr.cli import main
+    from rr.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -3,6 +3,6 @@ console script (a rule's conda env has rr's dependencies, and the checkout is on
 
 import sys
 
-from rr.cli import entry
+from rr.cli.main import entry
 
 sys.exit(entry())

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import CUDA_DIR, NVCC
-from rr.cli import main
+from rr.cli.main import main
 from rr.corpus import (FatbinError, find_entry, fnv1a64, fnv1a64_hex, read_container, scan_bytes,
                        scan_source, write_container, write_corpus)
 from rr.corpus.fatbin import ENTRY, HEADER, KIND_ELF, KIND_PTX
@@ -171,7 +171,7 @@ def test_a_malformed_entry_index_is_an_error_naming_it(tmp_path, capsys, content
 def test_spec_of_a_corpus_reads_its_index_without_pyarrow_or_the_codecs(tmp_path):
     # importing pyarrow was a tenth of `rr spec` on a wide layer, the codecs a little more
     corpus = _corpus(tmp_path)
-    code = ("import sys; from rr.cli import main; main(['spec', sys.argv[1], '--entry', 'enc2']); "
+    code = ("import sys; from rr.cli.main import main; main(['spec', sys.argv[1], '--entry', 'enc2']); "
             "print([m for m in ('pyarrow', 'zstandard', 'lz4') if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

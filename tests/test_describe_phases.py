@@ -133,12 +133,12 @@ def test_the_commands_that_use_no_numpy_start_without_it_and_write_the_same_file
     commands = {"extract": ["extract", str(path), "-o", "{}/corpus"],
                 "linearise": ["linearise", str(path), "--entry", "gemm_phase", "-o", "{}/statements.parquet"],
                 "describe": ["describe", str(path), "--entry", "gemm_phase", "-o", "{}/description"]}
-    code = "import sys; from rr.cli import entry; sys.argv[0] = 'rr'; s = entry(); print('numpy' in sys.modules); sys.exit(s)"
+    code = "import sys; from rr.cli.main import entry; sys.argv[0] = 'rr'; s = entry(); print('numpy' in sys.modules); sys.exit(s)"
     for name, args in commands.items():
         script, with_numpy = tmp_path / name / "script", tmp_path / name / "main"
         r = subprocess.run([sys.executable, "-c", code, *(a.format(script) for a in args)], capture_output=True, text=True)
         assert r.returncode == 0 and r.stdout.splitlines()[-1] == "False", (name, r.stdout, r.stderr)
-        code_main = "import sys, numpy; from rr.cli import main; sys.exit(main(sys.argv[1:]))"
+        code_main = "import sys, numpy; from rr.cli.main import main; sys.exit(main(sys.argv[1:]))"
         r = subprocess.run([sys.executable, "-c", code_main, *(a.format(with_numpy) for a in args)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rr.cli import main
+from rr.cli.main import main
 from run_kernels import PTX, single_buffer_launch, struct_launch
 
 ROOT = Path(__file__).resolve().parents[1]

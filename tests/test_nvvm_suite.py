@@ -39,7 +39,7 @@ RUN_CASES = [(name, flags, p) for name, flags, p in PHASE_CASES
 
 def _rr(*args) -> tuple[int, str, str]:
     """`rr ARGS` in this process: (exit status, stdout, stderr)."""
-    from rr.cli import main
+    from rr.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -215,7 +215,7 @@ def test_a_command_that_parses_no_ptx_loads_only_the_front_ends_errors(tmp_path)
     # every command's error handling names ParseError; importing it must not load the parser
     # (0.11 s of each `rr measure` or `rr collect` job of a sweep), while `from rr.ptx import …`
     # still finds every name of the front end
-    code = ("import sys; from rr.cli import main; code = main(['compare', sys.argv[1], sys.argv[1]]); "
+    code = ("import sys; from rr.cli.main import main; code = main(['compare', sys.argv[1], sys.argv[1]]); "
             "print(code, sorted(m for m in sys.modules if m.startswith('rr.ptx')))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], capture_output=True, text=True)
     assert r.stdout.split(maxsplit=1) == ["2", "['rr.ptx', 'rr.ptx.errors']\n"], r.stdout + r.stderr

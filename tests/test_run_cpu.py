@@ -347,7 +347,7 @@ def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small, mma):
 def test_rr_run_takes_the_mma_model_and_names_it(enc2_small, tmp_path):
     """`rr run --backend cpu --mma sm_90`: the H200's structure, as the numpy model computes it;
     and the command offers exactly the models rr.numerics has, the H200's by default."""
-    from rr.cli import build_parser
+    from rr.cli.main import build_parser
 
     r = _rr("run", enc2_small / "launch", "--backend", "cpu", "--mma", "sm_90", "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr

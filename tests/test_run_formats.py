@@ -282,7 +282,7 @@ def test_compare_takes_a_buffer_that_is_one_file_in_both_runs_as_identical_witho
     import shutil
 
     import rr.run.launch
-    from rr.cli import main
+    from rr.cli.main import main
 
     struct_launch(tmp_path / "l")
     other = tmp_path / "other.ptx"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rr.cli import main
+from rr.cli.main import main
 from rr.private import NotPrivate, private_dir, process_start
 from rr.run import worker
 from rr.run.gpus import claimed_gpu

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import PTXAS, run_ptxas
 
-from rr.cli import main
+from rr.cli.main import main
 from rr.describe.spec import spec_json
 from rr.ptx import emit, linearise, parse
 from rr.run.cpu import run_cpu

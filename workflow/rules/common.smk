@@ -244,27 +244,14 @@ def cell_dir(wildcards):
     return f"results/{wildcards.layer}/phase{wildcards.phase}"
 
 
-from rr.fingerprint import fingerprint, import_rr_from
+from rr.fingerprint import STAGES, fingerprint, import_rr_from
 
 # Jobs (`python3 -P -m rr …`) run this checkout's rr, never one in their working directory; cluster
 # jobs parse this file again and do the same.
 import_rr_from(workflow.basedir)
 
 # The code each stage runs: a change reruns that stage's jobs (and what depends on them) only.
-CODE = {
-    stage: fingerprint(stage)
-    for stage in (
-        "corpus",
-        "synth",
-        "linearise",
-        "describe",
-        "splice",
-        "compile",
-        "run",
-        "collect",
-        "report",
-    )
-}
+CODE = {stage: fingerprint(stage) for stage in STAGES}
 
 
 def descriptor_args(wildcards):

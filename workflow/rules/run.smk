@@ -18,7 +18,7 @@ rule launch:
     conda:
         "../envs/rr.yaml"
     params:
-        code=CODE["synth"],
+        code=CODE["launch"],
         frame=FRAME,
         seed=config["input_seed"],
         pattern=config["corpus"]["entry_pattern"],
@@ -41,7 +41,7 @@ rule frame_layout:
     conda:
         "../envs/rr.yaml"
     params:
-        code=CODE["synth"],
+        code=CODE["launch"],
         frame=FRAME,
         seed=config["input_seed"],
         pattern=entry_pattern,

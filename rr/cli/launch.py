@@ -1,0 +1,113 @@
+"""The launch command: a layer's launch directory over a frame, or the synthetic network's frame
+layout (the workflow's launch stage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rr.cli.common import UserError, layer_modules, note, resolve_ptx
+from rr.validation import cut
+
+
+def _entry(pattern: str, layer: str) -> str:
+    try:
+        return pattern.format(layer=layer)
+    except (KeyError, IndexError, ValueError):
+        raise UserError(f"--entry-pattern {cut(pattern)!r}: expected a name with {{layer}} in it") from None
+
+
+def _compiled_modules(args, layers: list[str]) -> dict[str, Path]:
+    """--module LAYER=PATH: the module (a layer's cubin) each named layer launches instead of the
+    corpus's PTX, checked to be a module rr can load."""
+    from rr.run.launch import LaunchError, check_module
+
+    out = {}
+    for (layer, path), item in zip(layer_modules("--module", "LAYER=PATH", args.module), args.module):
+        if layer not in layers:
+            raise UserError(f"--module {cut(item)!r}: {layer!r} is not a layer of this launch ({', '.join(layers)})")
+        try:
+            check_module(path)
+        except (LaunchError, OSError) as e:
+            raise UserError(f"--module {cut(item)!r}: {e}") from None
+        out[layer] = path
+    return out
+
+
+def cmd_launch(args) -> int:
+    from rr.run.launch import write_launch_error
+    from rr.synth.inputs import NoLaunch, layer_launch, parse_extents
+
+    if args.layer == "frame":
+        return _launch_frame(args)
+    entry = _entry(args.entry_pattern, args.layer)
+    module = _compiled_modules(args, [args.layer]).get(args.layer) or resolve_ptx(args.corpus, entry)
+    try:
+        if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)
+            from rr.capture.select import user_launch
+            from rr.run.launch import relaunch
+
+            source = user_launch(args.launches, args.layer, entry)
+            relaunch(source, module, args.output)
+            print(f"{args.output}: launch of {entry} from {source}, module {module}")
+            return 0
+        frame = parse_extents(args.frame, pixels=True)
+        layer_launch(args.layer, module, frame, args.output, args.seed)
+    except NoLaunch as e:
+        if not args.record:
+            raise UserError(str(e)) from None
+        write_launch_error(args.output, "no_launch", str(e))  # the runs of it record why
+        note(f"rr: no launch: {e}")
+        return 0
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")
+    return 0
+
+
+def _launch_frame(args) -> int:
+    """`rr launch frame CORPUS --frame WxH -o DIR`: the synthetic network's frame layout, each
+    layer's module taken from the corpus."""
+    from rr.run.frame import network_frame, write_frame
+    from rr.synth.family import LAYERS
+    from rr.synth.inputs import parse_extents
+    from rr.synth.network import check_memory, inputs_bytes, network_inputs, network_layout
+
+    try:
+        size = parse_extents(args.frame, pixels=True)
+        layout = network_layout(size)
+        check_memory(layout)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    compiled = _compiled_modules(args, [spec.name for spec in LAYERS])
+    modules = {spec.name: compiled.get(spec.name) or resolve_ptx(args.corpus, _entry(args.entry_pattern, spec.name))
+               for spec in LAYERS}
+    frame = network_frame(layout, modules)
+    try:
+        arrays = network_inputs(layout, args.seed)
+    except MemoryError:  # what check_memory could not foresee: another process took the memory meanwhile
+        raise UserError(f"--frame {args.frame}: out of memory making the frame's buffers "
+                        f"({inputs_bytes(layout)[1] / 1e9:.1f} GB)") from None
+    write_frame(args.output, frame, arrays, modules, inputs=(args.corpus,))
+    print(f"{args.output}: the frame of {len(frame.layers)} layers over {size[0]}x{size[1]} pixels "
+          f"(input seed {args.seed}), {len(frame.buffers)} buffers")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("launch", help="a layer's launch directory over a frame (synthetic engine layers)")
+    s.add_argument("layer", help="a layer of the synthetic engine, or `frame`: the whole network's frame layout "
+                   "(every layer's launch over shared buffers, for rr frame / rr run)")
+    s.add_argument("corpus", help="a corpus directory made by `rr extract`, or the layer's PTX file")
+    s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
+    s.add_argument("--seed", type=int, default=7, help="input seed")
+    s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
+    s.add_argument("--launches", metavar="DIR", help="the layer's launch from DIR/<layer>/, or from the capture DIR "
+                   "(rr capture) by entry name, instead of the synthetic engine's; its module replaced by the corpus's")
+    s.add_argument("--module", action="append", default=[], metavar="LAYER=PATH",
+                   help="launch LAYER with this module instead of the corpus's PTX: its cubin (rr compile), so that "
+                        "the GPU runs what ptxas reported and loads it without the driver compiling the PTX; "
+                        "repeatable")
+    s.add_argument("--record", action="store_true",
+                   help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_launch, reads=("corpus", "launches"), writes="dir")
