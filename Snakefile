@@ -47,7 +47,7 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        expand("results/{layer}/statements.parquet", layer=LAYERS),
+        layer_files("results/{layer}/statements.parquet"),
         all_cells,
         "results/summary.parquet",
         "results/report/identity.png",

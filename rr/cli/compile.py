@@ -38,7 +38,7 @@ def cmd_compile(args) -> int:
         shared = f", {f.shared_bytes} bytes shared" if f.shared_bytes is not None else ""
         print(f"{f.name}: {regs}{f.spill_stores}/{f.spill_loads} bytes spill stores/loads, "
               f"{f.stack_frame} bytes stack{shared}")
-    print(f"{args.output}: {args.arch}, ptxas {result.compile_ms:.0f} ms; report {report}")
+    print(f"{args.output}: {result.arch}, ptxas {result.compile_ms:.0f} ms; report {report}")
     return 0
 
 

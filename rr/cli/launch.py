@@ -27,20 +27,31 @@ def _compiled_modules(args, layers: list[str]) -> dict[str, Path]:
             raise UserError(f"--module {cut(item)!r}: {layer!r} is not a layer of this launch ({', '.join(layers)})")
         try:
             check_module(path)
-        except (LaunchError, OSError) as e:
+        except LaunchError as e:  # an empty cubin (a failed compile's) keeps its status, no_module
+            raise LaunchError(f"--module {cut(item)!r}: {e}", getattr(e, "status", "bad_launch")) from None
+        except OSError as e:
             raise UserError(f"--module {cut(item)!r}: {e}") from None
         out[layer] = path
     return out
 
 
 def cmd_launch(args) -> int:
-    from rr.run.launch import write_launch_error
+    from rr.run.launch import LaunchError, write_launch_error
     from rr.synth.inputs import NoLaunch, layer_launch, parse_extents
 
     if args.layer == "frame":
         return _launch_frame(args)
     entry = _entry(args.entry_pattern, args.layer)
-    module = _compiled_modules(args, [args.layer]).get(args.layer) or resolve_ptx(args.corpus, entry)
+    try:
+        module = _compiled_modules(args, [args.layer]).get(args.layer)
+    except LaunchError as e:
+        if not args.record:
+            raise UserError(str(e)) from None
+        # for pipelines: the layer's module did not compile; its captures record why, as rows
+        write_launch_error(args.output, e.status, f"{e}")
+        note(f"rr: no launch: {e}")
+        return 0
+    module = module or resolve_ptx(args.corpus, entry)
     try:
         if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)
             from rr.capture.select import user_launch
@@ -68,6 +79,7 @@ def _launch_frame(args) -> int:
     """`rr launch frame CORPUS --frame WxH -o DIR`: the synthetic network's frame layout, each
     layer's module taken from the corpus."""
     from rr.run.frame import network_frame, write_frame
+    from rr.run.launch import LaunchError
     from rr.synth.family import LAYERS
     from rr.synth.inputs import parse_extents
     from rr.synth.network import check_memory, inputs_bytes, network_inputs, network_layout
@@ -78,7 +90,10 @@ def _launch_frame(args) -> int:
         check_memory(layout)
     except ValueError as e:
         raise UserError(str(e)) from None
-    compiled = _compiled_modules(args, [spec.name for spec in LAYERS])
+    try:
+        compiled = _compiled_modules(args, [spec.name for spec in LAYERS])
+    except LaunchError as e:
+        raise UserError(str(e)) from None
     modules = {spec.name: compiled.get(spec.name) or resolve_ptx(args.corpus, _entry(args.entry_pattern, spec.name))
                for spec in LAYERS}
     frame = network_frame(layout, modules)

@@ -29,6 +29,7 @@ from rr.corpus.fatbin import (HEADER, KIND_PTX, MAGIC_BYTES, MAX_MODULE_BYTES, F
                               iter_entries)
 from rr.corpus.fnv import fnv1a64_hex
 from rr.io import OutputRefused, atomic_dir, json_text, write_table
+from rr.layers import LAYER_NAME
 from rr.ptx import ParseError, parse
 from rr.validation import open_regular
 
@@ -449,6 +450,6 @@ def corpus_layers(corpus_dir: str | Path, entry_pattern: str) -> list[str]:
         raise CorpusError(f"{corpus_dir}: no corpus extracted yet, so its layers are not known: run "
                           f"`snakemake {corpus_dir}/index.parquet` first, or list the layers in the config")
     head, _, tail = entry_pattern.partition("{layer}")
-    regex = re.compile(re.escape(head) + r"([a-z][a-z0-9]*)" + re.escape(tail) + "$")
+    regex = re.compile(re.escape(head) + f"({LAYER_NAME})" + re.escape(tail) + "$")
     found = [m.group(1) for _, entry in find_entry(corpus_dir, ".") if (m := regex.match(entry))]
     return list(dict.fromkeys(found))

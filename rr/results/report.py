@@ -11,7 +11,7 @@ Snakemake report shows (workflow/report/ holds the captions):
   as error bars (or why there is no timing);
 * `compile.png` and `compile.html` — the splice's ptxas figures against the unspliced kernel's:
   registers, spill stores, spill loads, stack, shared and constant memory, and the deltas;
-* `phases_<layer>.html` / `.csv` — the layer's phase table; `summary.html` / `summary.csv` —
+* `phases/phases_<layer>.html` / `.csv` — the layer's phase table; `summary.html` / `summary.csv` —
   every row with its checks and per-buffer verdicts;
 * `run.rst` — the report's first page: backend, frame size, device, what ran.
 """
@@ -375,6 +375,9 @@ def run_facts(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PHASES = "phases"  # the directory of the layers' phase tables
+
+
 def _write_report(summary: pa.Table, descriptors: dict[str, dict], out: Path, plt) -> list[str]:
     rows = summary.to_pylist()
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
@@ -387,15 +390,18 @@ def _write_report(summary: pa.Table, descriptors: dict[str, dict], out: Path, pl
                               "One row per recipe per layer × phase cell: the recipe's checks (✓ passed, ✗ failed, "
                               "– not measured), the per-buffer verdicts, the compile deltas, the time ratio and "
                               "every stage's status.", _summary_frame(rows))}
+    # the layers' phase tables in a directory of their own: the workflow knows that directory
+    # before it knows the layers (a corpus of one's own is extracted first, by a checkpoint)
+    (out / PHASES).mkdir()
     for layer, spec in descriptors.items():
-        pages[f"phases_{layer}.html"] = (f"Phases of {layer}", f"{spec.get('entry', layer)}: the phase table as "
-                                         "rr spec derives it from the mma chains.", _phase_frame(spec))
-        _phase_frame(spec).to_csv(out / f"phases_{layer}.csv", index=False)
-        written.append(out / f"phases_{layer}.csv")
+        pages[f"{PHASES}/phases_{layer}.html"] = (f"Phases of {layer}", f"{spec.get('entry', layer)}: the phase "
+                                                  "table as rr spec derives it from the mma chains.", _phase_frame(spec))
+        _phase_frame(spec).to_csv(out / PHASES / f"phases_{layer}.csv", index=False)
+        written.append(out / PHASES / f"phases_{layer}.csv")
     for name, (title, intro, frame) in pages.items():
         (out / name).write_text(html_page(title, intro, frame), encoding="utf-8")
         written.append(out / name)
     _csv_frame(summary).to_csv(out / "summary.csv", index=False)
     (out / "run.rst").write_text(run_facts(rows), encoding="utf-8")
     written += [out / "summary.csv", out / "run.rst"]
-    return [p.name for p in written]
+    return [str(p.relative_to(out)) for p in written]

@@ -103,9 +103,38 @@ def parse_report(text: str) -> tuple[dict, list]:
     return functions, warnings
 
 
+_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+(sm_[0-9]+[af]?)\b", re.M)
+_SM = re.compile(r"sm_([0-9]+)([af]?)")
+
+
+def module_target(text: bytes) -> str | None:
+    """The architecture a PTX module's `.target` directive names (`sm_90a` of `.target sm_90a,
+    debug`), or None where it names none."""
+    m = _TARGET.search(text)
+    return m.group(1).decode() if m else None
+
+
+def compile_arch(target: str | None, arch: str) -> str:
+    """What ptxas compiles a module for on a GPU of architecture `arch` (the config's `arch`): the
+    module's own `.target` where it is `arch`'s arch- or family-specific variant (Triton writes
+    `.target sm_90a`, and ptxas refuses such PTX for plain sm_90, though it runs on every sm_90
+    GPU), else `arch` (PTX of an older target compiles forward). ValueError where the module
+    needs a newer GPU than `arch`."""
+    want, have = _SM.fullmatch(target or ""), _SM.fullmatch(arch)
+    if want is None or have is None:
+        return arch
+    if int(want.group(1)) > int(have.group(1)):
+        raise ValueError(f"the module's .target {target} needs a newer GPU than {arch} (the config's `arch`, "
+                         f"rr compile --arch)")
+    if int(want.group(1)) == int(have.group(1)) and want.group(2) and not have.group(2):
+        return target
+    return arch
+
+
 def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
                 extra: tuple = (), timeout_s: float = 600) -> CompileResult:
-    """ptxas -arch=ARCH -v PTX -o OUTPUT. OUTPUT is the caller's temporary (rr.io.atomic_paths: the
+    """ptxas -arch=ARCH -v PTX -o OUTPUT, ARCH as compile_arch chooses it for the module (the
+    result's `arch` says which). OUTPUT is the caller's temporary (rr.io.atomic_paths: the
     cubin appears beside its report, and only when both are written): what ptxas leaves there when
     it fails is the caller's to remove. A cubin shorter than its own ELF headers say (ptxas exits 0
     when its writes fail: a full disk) is an OSError, not a compile."""
@@ -113,8 +142,12 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     if ptxas is None:
         return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
                              "pip install nvidia-cuda-nvcc", arch, None, None)
-    with open_regular(ptx):  # ptxas opens it by name: a FIFO would block it until the timeout
-        pass
+    with open_regular(ptx) as f:  # ptxas opens it by name: a FIFO would block it until the timeout
+        target = module_target(f.read())
+    try:
+        arch = compile_arch(target, arch)
+    except ValueError as e:
+        return CompileResult("compile_error", str(e), arch, ptxas, None)
     output = Path(output)
     t0 = time.perf_counter()
     try:

@@ -3,7 +3,11 @@
 
 import json
 import os
+import re
+import sys
+from pathlib import Path
 
+from rr.layers import LAYER_NAME, RESERVED_LAYERS
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
 from rr.synth.engine import LAYERS as ENGINE_LAYERS
@@ -59,7 +63,7 @@ def all_cells(wildcards):
     """Every configured cell: all phases of every layer, or the configured list (a phase a layer
     lacks stops the DAG, as its target would); a layer without mma is its status rows."""
     cells = []
-    for layer in LAYERS:
+    for layer in configured_layers():
         phases = layer_phases(layer)
         if not phases:
             cells.append(f"results/{layer}_nophases.parquet")
@@ -90,19 +94,44 @@ def layer_descriptor(wildcards):
     return f"results/{wildcards.layer}/descriptor.json"
 
 
+# a layer wildcard: a layer's name (rr.layers.LAYER_NAME), not one of the workflow's own
+# directories under results/
+LAYER_WILDCARD = "(?!(?:{})(?![A-Za-z0-9_$])){}".format("|".join(RESERVED_LAYERS), LAYER_NAME)
+
+
+def check_layer_names(layers, where):
+    for layer in layers:
+        if layer in RESERVED_LAYERS:
+            raise ValueError(f"{where}: {layer!r} cannot be a layer's name: {RESERVED_LAYERS[layer]}; give its "
+                             f"kernel another name in the config (corpus.entry_pattern)")
+    return layers
+
+
 def configured_layers():
     """The layers to process: the configured list, or with `all` every layer the corpus has (the
-    synthetic engine's are known without extracting it; another corpus must be extracted first)."""
+    synthetic engine's are known without extracting it; a corpus of one's own is extracted first —
+    the extract checkpoint — so this is asked only of input functions, once it has run)."""
     if config["layers"] != "all":
-        return list(config["layers"])
+        return check_layer_names(list(config["layers"]), "config: layers")
     if config["corpus"]["source"] is None:
         return list(ENGINE_LAYERS)
+    index = checkpoints.extract.get().output.index
     from rr.corpus import corpus_layers  # pyarrow and the PTX front end: only for a corpus of one's own
 
-    return corpus_layers("resources/corpus", config["corpus"]["entry_pattern"])
+    found = corpus_layers(Path(index).parent, config["corpus"]["entry_pattern"])
+    kept = [layer for layer in found if layer not in RESERVED_LAYERS]
+    for layer in sorted(set(found) - set(kept)):
+        print(f"rr: the corpus's entry {config['corpus']['entry_pattern'].format(layer=layer)} is not made a layer: "
+              f"{RESERVED_LAYERS[layer]} (give corpus.entry_pattern a prefix or list the layers)", file=sys.stderr)
+    if not kept:
+        raise ValueError(f"{config['corpus']['source']}: no kernel entry matches corpus.entry_pattern "
+                         f"{config['corpus']['entry_pattern']!r}, so the corpus has no layers")
+    return kept
 
 
-LAYERS = configured_layers()
+def layer_files(pattern):
+    """An input function: `pattern` (a path with {layer}) for every configured layer."""
+    return lambda wildcards: [pattern.format(layer=layer) for layer in configured_layers()]
 
 # With the synthetic engine (no corpus configured) a cell's capture is the whole network's frame
 # with the cell's layer replaced by the splice; other corpora's layers are launched alone.
@@ -194,8 +223,8 @@ TIMED_ALONE = sorted(FRAME_LAYERS) if BACKEND == "cuda" else []
 
 def layer_in(layers, member):
     """A wildcard constraint: a layer name that is one of `layers` (member), or that is not."""
-    names = "|".join(layers) or "(?!)"  # (?!) matches nothing
-    return f"(?:{names})" if member else f"(?!(?:{names})(?![a-z0-9]))[a-z][a-z0-9]*"
+    names = "|".join(re.escape(layer) for layer in layers) or "(?!)"  # (?!) matches nothing
+    return f"(?:{names})" if member else f"(?!(?:{names})(?![A-Za-z0-9_$])){LAYER_WILDCARD}"
 
 
 def measure_outputs(alone):
@@ -256,7 +285,7 @@ CODE = {stage: fingerprint(stage) for stage in STAGES}
 
 def descriptor_args(wildcards):
     """--descriptor LAYER=PATH for every configured layer (arguments, as above)."""
-    return [arg for layer in LAYERS for arg in ("--descriptor", f"{layer}=results/{layer}/descriptor.json")]
+    return [arg for layer in configured_layers() for arg in ("--descriptor", f"{layer}=results/{layer}/descriptor.json")]
 
 
 # rr measure's options, shared by its two rules (run.smk)

@@ -3,7 +3,7 @@
 
 
 wildcard_constraints:
-    layer="[a-z][a-z0-9]*",
+    layer=LAYER_WILDCARD,
 
 
 rule synth_engine:
@@ -20,7 +20,8 @@ rule synth_engine:
         "python3 -P -m rr synth engine --arch {params.arch:q} -o {output:q} > {log:q} 2>&1"
 
 
-rule extract:
+# a checkpoint: with `layers: all` a corpus of one's own names its layers only once extracted
+checkpoint extract:
     input:
         corpus_source(),
     output:
