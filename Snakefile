@@ -38,6 +38,13 @@ validate(checked_config(config), "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+
+
+# set by common.smk from the config (gpu_worker, the backend): passed on to cluster jobs
+envvars:
+    "RR_WORKER",
+
+
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/describe.smk"
 include: "workflow/rules/splice.smk"

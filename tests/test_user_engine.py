@@ -143,3 +143,37 @@ def test_a_compile_that_fails_on_a_users_module_is_rows_not_the_end_of_the_workf
     for row in found:
         assert row["compile_status"] == "compile_error" and "needs a newer GPU than sm_90" in row["compile_message"]
         assert row["capture_status"] in ("no_module", "no_launch"), row["capture_status"]
+
+
+def test_snakemake_lint_finds_nothing(tmp_path):
+    work = workflow(tmp_path / "w")
+    r = snakemake(work, "--lint")
+    assert r.returncode == 0 and "Congratulations, your workflow is in a good condition" in r.stdout + r.stderr, \
+        (r.stdout + r.stderr)[-3000:]
+
+
+def test_the_report_before_its_sweep_says_which_command_makes_it(tmp_path):
+    work = workflow(tmp_path / "w")
+    r = snakemake(work, "--report", "results/report.html")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "marked for report but does not exist" not in out
+    assert "run `snakemake --cores N` with the same --config first" in out
+    assert "snakemake --cores 1 --config 'layers=[enc2]' 'phases=[8]'" in out
+
+
+def test_the_rules_environment_pins_what_the_package_depends_on():
+    """workflow/envs/rr.yaml is what a rule's conda env installs: every runtime dependency of
+    pyproject.toml but Snakemake itself, with the same bounds."""
+    import re
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "workflow/envs/rr.yaml").read_text())["dependencies"]
+    pinned = {re.split(r"[<>=!]", d, maxsplit=1)[0].replace("_", "-"): d for d in env if isinstance(d, str)}
+    for dep in declared:
+        name = re.split(r"[<>=!\[]", dep, maxsplit=1)[0].replace("_", "-")
+        if name == "snakemake":
+            continue
+        assert name in pinned, f"{name} ({dep}) is not in workflow/envs/rr.yaml"
+        assert pinned[name].replace("_", "-").replace(" ", "") == dep.replace("_", "-").replace(" ", ""), \
+            (pinned[name], dep)

@@ -141,9 +141,14 @@ def _identity_figure(rows: list[dict], recipes: list[str], out: Path, plt) -> Pa
         for side in ax.spines.values():
             side.set_visible(False)
     axes[-1, 0].set_xlabel("phase", loc="left")
-    fig.suptitle("Check verdicts per layer and phase — green: every check passed, red: a check failed, grey: not "
-                 "all measured.\nLabel: = byte-identical frame; a number: the worst buffer's PSNR (dB); n/a: the recipe "
-                 "does not apply to the phase; else the stage or check that failed.", fontsize=8, x=0.02, ha="left")
+    # wrapped to the figure's width (some 13 characters an inch at this size): a line past it was cut
+    width = int(fig.get_figwidth() * 13)
+    fig.suptitle("\n".join(textwrap.wrap(
+        "Check verdicts per layer and phase — green: every check passed, red: a check failed, grey: not all "
+        "measured.", width) + textwrap.wrap(
+        "Label: = byte-identical; a number: the PSNR (dB) of the final frame (of a layer captured alone: its "
+        "worst buffer's); n/a: the recipe does not apply to the phase; else the stage or check that failed.",
+        width)), fontsize=8, x=0.02, ha="left")
     return _save(fig, out / "identity.png", plt)
 
 

@@ -22,10 +22,15 @@ GPU = 1 if BACKEND == "cuda" else 0
 # core held by waiting jobs is one ptxas cannot have (a 4K sweep's measure jobs held 4.4 of 16
 # cores, ptxas got 9); on the cpu backend its run is the interpreter, a core's work.
 GPU_JOB_THREADS = 0 if BACKEND == "cuda" else 1
-# cuda jobs hand their device work to the GPU's long-lived worker (rr.run.worker): the jobs'
-# shells inherit this process's environment
-if BACKEND == "cuda" and config["gpu_worker"]:
-    os.environ["RR_WORKER"] = "1"
+# cuda jobs hand their device work to the GPU's long-lived worker (rr.run.worker): the jobs' shells
+# inherit this process's environment (and cluster jobs get it: the envvars directive, Snakefile)
+WORKER = "1" if BACKEND == "cuda" and config["gpu_worker"] else "0"
+os.environ["RR_WORKER"] = WORKER
+
+
+def reporting():
+    """Whether this is `snakemake --report …` (which Snakemake says only after reading the Snakefile)."""
+    return any(a == "--report" or a.startswith("--report=") for a in sys.argv[1:])
 
 
 def corpus_source():
@@ -175,7 +180,7 @@ def frame_layout_inputs(wildcards):
 
 def compiled_option(wildcards):
     """rr launch's --module for each layer it launches (on cuda: their reference cubins), or none:
-    arguments, each quoted on its own by the rule (`{params.compiled:q}`)."""
+    arguments, each quoted on its own in the command (`{params.compiled:q}`)."""
     if MODULE != "cubin":
         return []
     layers = [s.name for s in NETWORK] if wildcards.get("layer") is None else [wildcards.layer]
@@ -298,8 +303,11 @@ MEASURE_PARAMS = {
     "cell": cell_dir,
     "keep": ["--keep"] if config["keep_captures"] else [],
 }
-MEASURE = (
-    "python3 -P -m rr measure {input.launch:q} --module {input.module:q} --reference {input.reference:q}"
-    " {params.layer:q} --recipe {wildcards.recipe:q} --backend {params.backend:q} --noise {params.noise:q}"
-    " --time-limit {params.limit:q} --timeout 3600 {params.keep:q} --record -o {params.cell:q} > {log:q} 2>&1"
-)
+def measure_command(alone):
+    """rr measure's command, shared by its two rules (run.smk); `alone`: also timed as the layer alone."""
+    return (
+        "python3 -P -m rr measure {input.launch:q} --module {input.module:q}"
+        " --reference {input.reference:q} {params.layer:q} --recipe {wildcards.recipe:q} --backend {params.backend:q}"
+        " --noise {params.noise:q} --time-limit {params.limit:q} --timeout 3600 {params.keep:q} --record"
+        f"{' --alone {input.alone:q}' if alone else ''} -o {{params.cell:q}} > {{log:q}} 2>&1"
+    )

@@ -7,6 +7,19 @@
 report: "../report/workflow.rst"
 
 
+# `snakemake --report` shows the figures of the sweep this config describes, and Snakemake stops
+# with "marked for report but does not exist" when they were never made (the README's main command
+# makes one cell's row, not the sweep's figures): say which command makes them instead
+if reporting() and not Path("results/report/identity.png").exists():
+    _given = " ".join(f"{k}={v}" for k, v in (("layers", config["layers"]), ("phases", config["phases"])))
+    raise WorkflowError(
+        f"the report is of the sweep the config describes ({_given}) and its figures are not made yet "
+        "(results/report/identity.png): run `snakemake --cores N` with the same --config first. For the "
+        "README's main cell: snakemake --cores 1 --config 'layers=[enc2]' 'phases=[8]' && snakemake --config "
+        "'layers=[enc2]' 'phases=[8]' --report results/report.html"
+    )
+
+
 rule summary:
     input:
         all_cells,

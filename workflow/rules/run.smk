@@ -155,7 +155,7 @@ rule measure:
     params:
         **MEASURE_PARAMS,
     shell:
-        MEASURE
+        measure_command(alone=False)
 
 
 rule measure_in_frame:
@@ -177,7 +177,7 @@ rule measure_in_frame:
     params:
         **MEASURE_PARAMS,
     shell:
-        MEASURE + " --alone {input.alone:q}"
+        measure_command(alone=True)
 
 
 rule collect:
