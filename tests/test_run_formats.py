@@ -121,7 +121,7 @@ def test_compile_reports_registers_and_a_rejected_ptx_is_a_status(tmp_path):
     bad = tmp_path / "bad.ptx"
     bad.write_text((PTX / "work.ptx").read_text().replace("fma.rn.f32 \t%f2, %f2,", "fma.rn.f32 \t%f2, %f99,"))
     r = _rr("compile", str(bad), "-o", str(tmp_path / "bad.cubin"))
-    assert r.returncode == 1 and "compile_error" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "compile_error" in r.stderr and "Traceback" not in r.stderr
     assert json.loads((tmp_path / "bad.cubin.json").read_text())["status"] == "compile_error"
     assert not (tmp_path / "bad.cubin").exists()
 

@@ -28,7 +28,7 @@ def cmd_capture(args) -> int:
 
 def add_parsers(sub) -> None:
     s = sub.add_parser("capture", help="run a CUDA program and capture its kernel launches as launch directories",
-                       description=cmd_capture.__doc__.split("\n")[0])
+                       description=" ".join(cmd_capture.__doc__.split()))
     s.add_argument("-o", "--output", required=True, help="the capture directory (capture.json, modules/, launches/)")
     s.add_argument("--kernels", metavar="REGEX", help="capture only launches of entries this POSIX extended regular "
                    "expression finds a match in")

@@ -113,9 +113,12 @@ def add_parsers(sub) -> None:
     s.add_argument("layer", help="a layer of the synthetic engine, or `frame`: the whole network's frame layout "
                    "(every layer's launch over shared buffers, for rr frame / rr run)")
     s.add_argument("corpus", help="a corpus directory made by `rr extract`, or the layer's PTX file")
-    s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels")
-    s.add_argument("--seed", type=int, default=7, help="input seed")
-    s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel")
+    s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels the launch covers (default: "
+                   "%(default)s)")
+    s.add_argument("--seed", type=int, default=7, help="seed of the input image and texture (default: %(default)s)")
+    s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel",
+                   help="the layer's kernel entry in the corpus, {layer} replaced by LAYER (the config's "
+                        "corpus.entry_pattern; default: %(default)s)")
     s.add_argument("--launches", metavar="DIR", help="the layer's launch from DIR/<layer>/, or from the capture DIR "
                    "(rr capture) by entry name, instead of the synthetic engine's; its module replaced by the corpus's")
     s.add_argument("--module", action="append", default=[], metavar="LAYER=PATH",
@@ -124,5 +127,5 @@ def add_parsers(sub) -> None:
                         "repeatable")
     s.add_argument("--record", action="store_true",
                    help="for a layer rr has no launch for, write a directory saying so (status no_launch) and exit 0")
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-o", "--output", required=True, help="the launch directory (or frame layout) to write")
     s.set_defaults(func=cmd_launch, reads=("corpus", "launches"), writes="dir")

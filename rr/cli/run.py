@@ -355,7 +355,7 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=cmd_measure, reads=("launch", "module", "reference", "alone"), writes="into")
 
     s = sub.add_parser("frame", help="run a whole frame (every layer in order on shared buffers), optionally "
-                       "with layers' modules replaced", description=cmd_frame.__doc__.split("\n")[0])
+                       "with layers' modules replaced", description=" ".join(cmd_frame.__doc__.split()))
     s.add_argument("layout", help="a frame directory (rr launch frame CORPUS --frame WxH -o DIR)")
     s.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help="default: %(default)s")
     s.add_argument("--replace", action="append", default=[], metavar="LAYER=MODULE",

@@ -35,11 +35,15 @@ def add_parsers(sub) -> None:
 
     s = sub.add_parser("synth", help="generate a layer of the synthetic engine (PTX, weights, launch), "
                        "or the engine binary")
-    s.add_argument("layer", choices=SYNTH_LAYERS + ("engine",))
+    s.add_argument("layer", choices=SYNTH_LAYERS + ("engine",),
+                   help="a layer of the synthetic network (docs/engine.md), or `engine`: the binary of all of them "
+                        "and the sample kernel, as a real engine bundles its modules (the default corpus)")
     s.add_argument("-o", "--output", required=True, help="output directory (the binary's path for engine)")
     s.add_argument("--extents", help="WIDTHxHEIGHT in the layer's tokens (240x135 for enc2 at a 3840x2160 "
                    "frame): also write DIR/launch/")
-    s.add_argument("--arch", default="sm_90", help="the module's .target")
-    s.add_argument("--weight-seed", type=int, default=2)
-    s.add_argument("--input-seed", type=int, default=7)
+    s.add_argument("--arch", default="sm_90", help="the modules' .target (default: %(default)s)")
+    s.add_argument("--weight-seed", type=int, default=2,
+                   help="seed of the layer's weight image (default: %(default)s)")
+    s.add_argument("--input-seed", type=int, default=7,
+                   help="seed of the launch's input image and texture, with --extents (default: %(default)s)")
     s.set_defaults(func=cmd_synth, writes=lambda a: "file" if a.layer == "engine" else "dir")

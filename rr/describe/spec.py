@@ -116,7 +116,8 @@ def spec_table(spec: dict) -> str:
     for u in spec["params"]:
         extent = f", extent {u['extent']} bytes" if u["extent"] is not None else ""
         lines.append(f"  +{u['offset']:<4} {u['width']:>2} bytes  {u['kind']:<7} {u['role']}{extent}")
-    lines.append(f"weight extent: {spec['weight_extent']} bytes")
+    lines.append(f"weight extent: {spec['weight_extent']} bytes" if spec["weight_extent"] is not None else
+                 "weight extent: none (no phase loads its B fragments through a weight pointer)")
     return "\n".join(lines)
 
 

@@ -269,7 +269,10 @@ def layer_launch(layer: str, module: Path, frame: tuple[int, int], out: str | Pa
     from rr.synth.engine import LAYERS
 
     if layer not in LAYERS:
-        raise NoLaunch(f"no launch for layer {layer!r}: the synthetic engine has {', '.join(LAYERS)}")
+        raise NoLaunch(f"no launch for layer {layer!r}: rr makes launches only for the synthetic engine's layers; "
+                       "give a corpus of your own its launches with corpus.launches in the config (rr launch "
+                       "--launches): a capture of your program (`rr capture -o DIR -- PROGRAM`) or a directory of "
+                       "<layer>/launch.json (`rr launch-template`)")
     with atomic_dir(out) as tmp:
         if layer == "sample":
             sample_launch(tmp, module, input_seed)
