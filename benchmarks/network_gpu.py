@@ -166,10 +166,10 @@ def same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
 
 
 def psnr(x: np.ndarray, y: np.ndarray, dtype: str | None) -> float | None:
-    from rr import numerics as nx
+    from rr.numerics import fp8
 
     if dtype == "e4m3":
-        x, y = nx.e4m3_values(x), nx.e4m3_values(y)
+        x, y = fp8.e4m3_values(x), fp8.e4m3_values(y)
     elif x.dtype.kind == "f":
         x, y = x.astype(np.float64), y.astype(np.float64)
     else:
@@ -189,14 +189,14 @@ def identical_share(x: np.ndarray, y: np.ndarray, dtype: str | None) -> float:
 def _model_layer(args):
     """One layer's model on the GPU's inputs to it: {buffer: (share identical, PSNR)}."""
     work, layer, mma_name = args
-    from rr import numerics as nx
+    from rr.numerics.mma import MMA_MODELS
     from rr.synth.network import network_layout, network_model
 
     ref = dict(np.load(work / "ref_after.npz"))
     meta = json.loads((work / "ref_meta.json").read_text())
     layout = network_layout(tuple(meta["frame"]))
     t0 = time.perf_counter()
-    model = network_model(ref, layout, nx.MMA_MODELS[mma_name], layers={layer})
+    model = network_model(ref, layout, MMA_MODELS[mma_name], layers={layer})
     lyr = next(x for x in layout.layers if x.layer == layer)
     out = {}
     for name in lyr.writes:

@@ -260,11 +260,11 @@ REFERENCE_DIR = "reference"
 def run_frame_cpu(directory: str | Path, progress: bool = False,
                   mma: str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """Every layer on the cpu backend, in order, on one set of arrays, with the `mma` model named
-    (rr.numerics.MMA_MODELS): (record, buffers after)."""
-    from rr import numerics as nx
+    (rr.numerics.mma.MMA_MODELS): (record, buffers after)."""
+    from rr.numerics.mma import DEFAULT_MMA
     from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu_launch
 
-    mma = mma or nx.DEFAULT_MMA
+    mma = mma or DEFAULT_MMA
     directory = Path(directory)
     frame = read_frame(directory)
     arrays = load_frame_buffers(directory, frame)

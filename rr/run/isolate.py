@@ -87,7 +87,7 @@ def _os_message(e: OSError) -> str:
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
                  timeout_s: float = 120, mma: str | None = None, reference: str | Path | None = None) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
-    the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own). `reference`: a
+    the cpu backend's mma model (rr.numerics.mma.MMA_MODELS; the GPU has its own). `reference`: a
     capture of the unspliced launch or frame; the outputs equal to its buffers are hard links to
     its files (`linked_to_reference` in the record: rr.run.launch.save_outputs)."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
