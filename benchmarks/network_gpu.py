@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import rr  # noqa: E402
 
-from rr.run.frame import PreparedFrame  # noqa: E402
+from rr.run.cuda import PreparedFrame  # noqa: E402
 from rr.synth.family import LAYERS  # noqa: E402
 
 PATTERN = "cuda_dldn_engine_swin_{layer}_kernel"
@@ -381,7 +381,7 @@ def cost(args) -> None:
     import io
     import shutil
 
-    from rr.run.isolate import child_dispatch
+    from rr.run.child import child_dispatch
 
     work = Path(args.work)
     tag = f"{args.template}_{args.phase}"
