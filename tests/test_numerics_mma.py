@@ -104,7 +104,7 @@ def test_batches_of_warps_and_refusals():
         mma_sync(a, b, c.astype(np.int32))
 
 
-# -- the H200's probes of both forms, per input design (benchmarks/mma_probes.py made them) -----
+# -- the H200's probes of both forms, per input design (tools/mma_probes.py made them) -----
 
 def _probes(form: str) -> dict:
     z = np.load(DATA / f"mma_h200_{form}.npz")

@@ -14,7 +14,7 @@ from rr.numerics.half import F16
 # ptxas -arch=sm_90 compiles rcp/rsqrt/sqrt/ex2 `.approx.ftz.f32` to one MUFU.RCP/RSQ/SQRT/EX2 and
 # div.approx.ftz.f32 to MUFU.RCP and FMUL.FTZ; the forms without .ftz scale a subnormal input (or,
 # for ex2, an input below -126) into range around the same MUFU and scale back with FMULs. The MUFU
-# results are tables measured on the H200 (rr/data/mufu_h200.npz, from benchmarks/approx_probes.py):
+# results are tables measured on the H200 (rr/data/mufu_h200.npz, from tools/approx_probes.py):
 # rcp over the mantissas of [1, 2), rsqrt and sqrt over [1, 4), ex2 over the fractions k·2⁻²³ of
 # [0, 1); each is exponent-independent, so the exponent only shifts the table's value. ex2 takes its
 # input as a sign and a magnitude cut toward zero to 23 fraction bits: 2^(n + k·2⁻²³) = 2^n·T[k], and

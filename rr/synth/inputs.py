@@ -147,11 +147,6 @@ def layer_launch_spec(layer: str, extents: tuple[int, int], out_extents: tuple[i
                   fields=tuple(fields), buffers=buffers, layout="block", params_size=L.PARAM_BYTES)
 
 
-def launch_for(ex: int, ey: int, module: str = "kernel.ptx"):
-    """The launch description of enc2 over ceil(ex/8)×ceil(ey/8) windows, block (32, 1, 4)."""
-    return layer_launch_spec("enc2", (ex, ey), module=module)
-
-
 def default_out_extents(layer: str, extents: tuple[int, int]) -> tuple[int, int] | None:
     """For a layer launched on its own: the level below twice as wide (decoders), the frame four
     times as wide (dec0)."""
@@ -184,10 +179,6 @@ def layer_arrays(layer: str, extents: tuple[int, int], weights: np.ndarray, seed
         elif name not in arrays:
             arrays[name] = np.zeros(shape, dtype)
     return arrays
-
-
-def launch_arrays(ex: int, ey: int, weights: np.ndarray, seed: int = INPUT_SEED) -> dict[str, np.ndarray]:
-    return layer_arrays("enc2", (ex, ey), weights, seed)
 
 
 def model_inputs(layer: str, arrays: dict[str, np.ndarray], launch=None):

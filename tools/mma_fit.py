@@ -1,11 +1,11 @@
 """Score rr's fp8 `mma` model on H200 probe files: the share of D's bits it reproduces, per file and
 input design, beside the rules it was fitted against (so each rule's effect shows in the figures).
 
-    python benchmarks/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
-    python benchmarks/mma_fit.py DIR --variants                # also each rule changed on its own
-    python benchmarks/mma_fit.py DIR --subset tests/data/probes   # the tests' subsets of DIR's files
+    python tools/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
+    python tools/mma_fit.py DIR --variants                # also each rule changed on its own
+    python tools/mma_fit.py DIR --subset tests/data/probes   # the tests' subsets of DIR's files
 
-The files are what benchmarks/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
+The files are what tools/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
 and `designs`). No GPU needed. `--subset` writes, per form, `mma_h200_<form>.npz`: per design the
 128 warps that the most variants get wrong (then the most outputs wrong), the random file's as
 design 0, with `warp` (the warp's index in its file) beside the probe file's arrays.

@@ -1,8 +1,8 @@
-"""Check rr's `.approx` models (rr.numerics: the H200's MUFU tables) against what
-benchmarks/approx_probes.py measured on the GPU, and make the package's tables from it.
+"""Check rr's `.approx` models (rr.numerics.mufu: the H200's MUFU tables) against what
+tools/approx_probes.py measured on the GPU, and make the package's tables from it.
 
-    python benchmarks/approx_fit.py /work/notes/probes              # the checks below (about 3 min)
-    python benchmarks/approx_fit.py /work/notes/probes --tables rr/data   # write rr/data/mufu_h200.npz
+    python tools/approx_fit.py /work/notes/probes              # the checks below (about 3 min)
+    python tools/approx_fit.py /work/notes/probes --tables rr/data   # write rr/data/mufu_h200.npz
 
 The checks, each on data the model was not made from:
 - ex2 of negative inputs: the measured table at -k·2⁻²³ (`ex2_neg_*`) against the model, which

@@ -1,7 +1,7 @@
 """On a GPU: probe `mma.sync.aligned.m16n8k32.row.col.{f16,f32}.e4m3.e4m3.{f16,f32}` with random
 and adversarial inputs, keep A, B, C and D as data files, and score rr's model on them.
 
-    python benchmarks/mma_probes.py --warps 8192 --seed N -o DIR [--swapped]
+    python tools/mma_probes.py --warps 8192 --seed N -o DIR [--swapped]
 
 For each form (f16, f32 accumulate) and each set (random, adversarial) it writes
 `DIR/mma_<form>_<set>.npz`: `A` (warps, 16, 32) and `B` (warps, 32, 8) uint8 e4m3 codes, `C` and
