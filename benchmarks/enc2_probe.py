@@ -20,7 +20,7 @@ import numpy as np
 from common import rr, work_dir
 from enc2_splices import phases as phase_list
 
-from rr import numerics as nx
+from rr.numerics.mma import MMA_MODELS
 from rr.run.probe import replay
 
 ENTRY = "cuda_dldn_engine_swin_enc2_kernel"
@@ -43,7 +43,7 @@ def probe_phase(w: Path, phase: int, backend: str) -> dict:
 
 
 def report(phase: int, words: np.ndarray, record: dict, mma: str, identical) -> dict:
-    result = replay(words, record, mma=nx.MMA_MODELS[mma])
+    result = replay(words, record, mma=MMA_MODELS[mma])
     print(f"phase {phase:>2}: {result['mma']} mma × {result['warps']} warps, outputs identical to the unspliced "
           f"kernel: {identical}; D bit-identical to the {mma} model {result['identical_share']:.4%}; ulps "
           f"0/1/2/≥3 {'/'.join(map(str, result['ulp_histogram_0_1_2_3plus']))}, max {result['max_ulp']}", flush=True)
@@ -54,7 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--extents", default="240x135")
     ap.add_argument("--phases", default="8", help="e.g. 8 or 1-38")
-    ap.add_argument("--mma", default="sm_90", choices=sorted(nx.MMA_MODELS))
+    ap.add_argument("--mma", default="sm_90", choices=sorted(MMA_MODELS))
     ap.add_argument("--save", help="write the probed words and records of every phase here (.npz)")
     ap.add_argument("--replay", help="replay a --save file with --mma (no GPU)")
     ap.add_argument("--jobs", type=int, default=8)

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import rr  # noqa: E402
 
-from rr.run.frame import PreparedFrame  # noqa: E402
+from rr.run.compare import compare_buffer  # noqa: E402
+from rr.run.cuda import PreparedFrame  # noqa: E402
 from rr.synth.family import LAYERS  # noqa: E402
 
 PATTERN = "cuda_dldn_engine_swin_{layer}_kernel"
@@ -119,14 +120,16 @@ def prepare(args) -> None:
 
 # -- the frame in one process ----------------------------------------------------------------------
 
-class ResidentFrame(PreparedFrame):
-    """The reference frame on the device, run once, and cells run over it (module docstring)."""
+class ResidentFrame:
+    """The reference frame on the device (rr's PreparedFrame), run once, and cells run over it
+    (module docstring)."""
 
     def __init__(self, directory: Path):
-        super().__init__(directory)
+        prepared = PreparedFrame(directory)
+        self.directory, self.frame, self.device = prepared.directory, prepared.frame, prepared.device
         self.initial = self.device.arrays  # the host arrays as read: device runs never write them
         self.order = [lyr.layer for lyr in self.frame.layers]
-        self.launches = dict(zip(self.order, self.layers))
+        self.launches = dict(zip(self.order, prepared.layers))
         self.writes = {lyr.layer: [n for n, b in lyr.launch.buffers.items() if b.role != "in"]
                        for lyr in self.frame.layers}
         self.run(self.order[0])  # the reference frame: what a cell's layers before L read
@@ -165,43 +168,29 @@ def same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
     return np.array_equal(np.ascontiguousarray(x).view(np.uint8), np.ascontiguousarray(y).view(np.uint8))
 
 
-def psnr(x: np.ndarray, y: np.ndarray, dtype: str | None) -> float | None:
-    from rr import numerics as nx
-
-    if dtype == "e4m3":
-        x, y = nx.e4m3_values(x), nx.e4m3_values(y)
-    elif x.dtype.kind == "f":
-        x, y = x.astype(np.float64), y.astype(np.float64)
-    else:
-        return None
-    ok = np.isfinite(x) & np.isfinite(y)
-    mse = float(np.mean((x[ok] - y[ok]) ** 2)) if ok.any() else 0.0
-    peak = float(np.abs(y[ok]).max()) if ok.any() else 0.0
-    return float("inf") if mse == 0 else 10 * np.log10(peak ** 2 / mse) if peak else None
-
-
-def identical_share(x: np.ndarray, y: np.ndarray, dtype: str | None) -> float:
-    if dtype == "float16" or x.dtype == np.float16:
-        return float((np.asarray(x).view(np.uint16) == np.asarray(y).view(np.uint16)).mean())
-    return float((np.asarray(x).view(np.uint8) == np.asarray(y).view(np.uint8)).mean())
+def agreement(name: str, model: np.ndarray, gpu: np.ndarray, element: str | None) -> dict:
+    """How a layer's model output agrees with the GPU's: the share of its elements alike bit for
+    bit, and the PSNR as rr compares runs (rr.run.compare) where its bytes are numbers (`element`)."""
+    c = compare_buffer(name, model, gpu, element)
+    return {"identical": 1 - c.differing_elements / max(c.elements, 1),
+            "psnr_db": None if element is None else c.psnr_db}
 
 
 def _model_layer(args):
     """One layer's model on the GPU's inputs to it: {buffer: (share identical, PSNR)}."""
     work, layer, mma_name = args
-    from rr import numerics as nx
+    from rr.numerics.mma import MMA_MODELS
     from rr.synth.network import network_layout, network_model
 
     ref = dict(np.load(work / "ref_after.npz"))
     meta = json.loads((work / "ref_meta.json").read_text())
     layout = network_layout(tuple(meta["frame"]))
     t0 = time.perf_counter()
-    model = network_model(ref, layout, nx.MMA_MODELS[mma_name], layers={layer})
+    model = network_model(ref, layout, MMA_MODELS[mma_name], layers={layer})
     lyr = next(x for x in layout.layers if x.layer == layer)
     out = {}
     for name in lyr.writes:
-        el = layout.buffers[name].element
-        out[name] = {"identical": identical_share(model[name], ref[name], el), "psnr_db": psnr(model[name], ref[name], el)}
+        out[name] = agreement(name, model[name], ref[name], layout.buffers[name].element)
     return layer, mma_name, out, time.perf_counter() - t0
 
 
@@ -381,7 +370,7 @@ def cost(args) -> None:
     import io
     import shutil
 
-    from rr.run.isolate import child_dispatch
+    from rr.run.child import child_dispatch
 
     work = Path(args.work)
     tag = f"{args.template}_{args.phase}"

@@ -127,7 +127,7 @@ def test_spec_of_a_corpus_directory_describes_the_module_its_index_names(nvcc_pt
 
 
 def test_the_commands_that_use_no_numpy_start_without_it_and_write_the_same_files(nvcc_ptx, tmp_path):
-    # the console script (rr.cli.entry) tells pyarrow numpy is absent for extract, linearise and
+    # the console script (rr.cli.main.entry) tells pyarrow numpy is absent for extract, linearise and
     # describe; their files are the bytes main() writes in a process that has numpy
     path = nvcc_ptx("mma_chain", "-DM_TILES=2", "-DN_TILES=3", "-DK_STEPS=2")
     commands = {"extract": ["extract", str(path), "-o", "{}/corpus"],

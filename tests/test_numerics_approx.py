@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rr import numerics as nx
+from rr.numerics import mufu, rounding
 
 SAMPLES = Path(__file__).parent / "data/probes/approx_h200_samples.npz"
-NAN32 = nx.CANONICAL_NAN["f32"]
+NAN32 = rounding.CANONICAL_NAN["f32"]
 ONE = 0x3F800000
 
 
@@ -37,15 +37,15 @@ def mantissas(count: int, exponent: int = 0, step: int = 1) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name, fn, period, shift", [
-    ("rcp", nx.rcp_approx, 2 ** 23, lambda e: -e),
-    ("rsqrt", nx.rsqrt_approx, 2 ** 24, lambda e: -e // 2),
-    ("sqrt", nx.sqrt_approx, 2 ** 24, lambda e: e // 2),
+    ("rcp", mufu.rcp_approx, 2 ** 23, lambda e: -e),
+    ("rsqrt", mufu.rsqrt_approx, 2 ** 24, lambda e: -e // 2),
+    ("sqrt", mufu.sqrt_approx, 2 ** 24, lambda e: e // 2),
 ])
 def test_rcp_rsqrt_and_sqrt_are_the_h200_table_shifted_by_the_exponent(name, fn, period, shift):
     """At the table's own inputs the function is the table; at other binades (the H200 checked
     2⁻¹²⁶ to 2¹²⁶, both signs) the same bits with the exponent moved; a negative x's rcp the
     same with the sign."""
-    table = nx.mufu_table(name)
+    table = mufu.mufu_table(name)
     x = mantissas(period, 0, 7)
     assert np.array_equal(bits(fn(x)), table[::7])
     for e in (-126, -40, -2, 2, 40, 124):
@@ -60,7 +60,7 @@ def test_rcp_rsqrt_and_sqrt_are_the_h200_table_shifted_by_the_exponent(name, fn,
 def test_the_mufu_is_not_correctly_rounded_but_within_two_ulps(name, exact):
     """What the tables replace: the correctly rounded value differs from the H200's on a share of
     the inputs (rsqrt and ex2 by up to two ulps at a binade's edge)."""
-    table = nx.mufu_table(name)
+    table = mufu.mufu_table(name)
     period = table.size
     x = (np.arange(period) * 2.0 ** -23).astype(np.float32) if name == "ex2" else mantissas(period)
     rounded = bits(exact(x.astype(np.float64)).astype(np.float32)).astype(np.int64)
@@ -75,8 +75,8 @@ def test_ex2_of_a_negative_input_takes_its_fractions_ones_complement():
     z = np.load(SAMPLES)
     k = z["ex2_neg_k"].astype(np.float64)
     x = (-k * 2.0 ** -23).astype(np.float32)
-    assert np.array_equal(bits(nx.ex2_approx(x)), z["ex2_neg_bits"])
-    table = nx.mufu_table("ex2").astype(np.int64)
+    assert np.array_equal(bits(mufu.ex2_approx(x)), z["ex2_neg_bits"])
+    table = mufu.mufu_table("ex2").astype(np.int64)
     inside = (k > 0) & (k < 2 ** 23)
     twos = table[(2 ** 23 - k[inside]).astype(np.int64) % 2 ** 23] - (1 << 23)
     assert np.mean(twos != z["ex2_neg_bits"][inside]) > 0.5
@@ -88,33 +88,33 @@ def test_ex2_cuts_its_input_to_23_fraction_bits_toward_zero():
     k = np.arange(1, 2 ** 20, 97, dtype=np.float64)
     grid = (k * 2.0 ** -23).astype(np.float32)
     finer = (k * 2.0 ** -23 + 2.0 ** -24 + 2.0 ** -30).astype(np.float32)  # same cut, more bits
-    assert np.array_equal(bits(nx.ex2_approx(finer)), bits(nx.ex2_approx(grid)))
-    assert np.array_equal(bits(nx.ex2_approx(-finer)), bits(nx.ex2_approx(-grid)))
-    assert (nx.ex2_approx(f32(2.0 ** -24, -(2.0 ** -24), 2.0 ** -23 * 0.99)) == 1).all()
+    assert np.array_equal(bits(mufu.ex2_approx(finer)), bits(mufu.ex2_approx(grid)))
+    assert np.array_equal(bits(mufu.ex2_approx(-finer)), bits(mufu.ex2_approx(-grid)))
+    assert (mufu.ex2_approx(f32(2.0 ** -24, -(2.0 ** -24), 2.0 ** -23 * 0.99)) == 1).all()
     n = np.arange(1, 127)
-    assert np.array_equal(nx.ex2_approx(-n.astype(np.float32)), np.exp2(-n).astype(np.float32))
-    assert np.array_equal(nx.ex2_approx(n.astype(np.float32)), np.exp2(n).astype(np.float32))
+    assert np.array_equal(mufu.ex2_approx(-n.astype(np.float32)), np.exp2(-n).astype(np.float32))
+    assert np.array_equal(mufu.ex2_approx(n.astype(np.float32)), np.exp2(n).astype(np.float32))
 
 
 def test_div_is_a_times_rcp_b_in_one_ftz_multiply():
     """The H200's div.approx.ftz.f32 where a · rcp(b) underflows: −0 for a negative quotient (an
     FMUL.FTZ flushes to a zero of the product's sign); and a · rcp(b) bit for bit elsewhere."""
     z = np.load(SAMPLES)
-    got = nx.div_approx(z["div_a"], z["div_b"])
+    got = mufu.div_approx(z["div_a"], z["div_b"])
     assert np.array_equal(bits(got), bits(z["div_got"]))
     assert np.signbit(z["div_got"]).all() and (z["div_got"] == 0).all()
     rng = np.random.default_rng(5)
     a, b = (rng.normal(size=4096) * 2.0 ** rng.integers(-60, 60, 4096)).astype(np.float32), \
         (rng.normal(size=4096) * 2.0 ** rng.integers(-60, 60, 4096)).astype(np.float32)
-    assert np.array_equal(bits(nx.div_approx(a, b)), bits(nx.mul_ftz(a, nx.rcp_approx(b))))
-    assert nx.div_approx(f32(1), f32(2.0 ** 126 * 1.5))[0] == 0  # rcp(b) is subnormal: flushed
-    assert bits(nx.div_approx(f32(0), f32(0)))[0] == NAN32 and nx.div_approx(f32(1), f32(0))[0] == np.inf
+    assert np.array_equal(bits(mufu.div_approx(a, b)), bits(mufu.mul_ftz(a, mufu.rcp_approx(b))))
+    assert mufu.div_approx(f32(1), f32(2.0 ** 126 * 1.5))[0] == 0  # rcp(b) is subnormal: flushed
+    assert bits(mufu.div_approx(f32(0), f32(0)))[0] == NAN32 and mufu.div_approx(f32(1), f32(0))[0] == np.inf
 
 
 def test_the_special_values():
     inf, tiny = np.float32(np.inf), np.float32(2.0 ** -130)
     x = f32(0.0, -0.0, np.inf, -np.inf, np.nan, 2.0 ** -130, -(2.0 ** -130))
-    rcp, rsq, sq, ex2 = (nx.rcp_approx(x), nx.rsqrt_approx(x), nx.sqrt_approx(x), nx.ex2_approx(x))
+    rcp, rsq, sq, ex2 = (mufu.rcp_approx(x), mufu.rsqrt_approx(x), mufu.sqrt_approx(x), mufu.ex2_approx(x))
     np.testing.assert_array_equal(rcp[[0, 1, 2, 3, 5, 6]], f32(inf, -inf, 0, -0.0, inf, -inf))
     assert list(np.signbit(rcp[[2, 3]])) == [False, True]
     np.testing.assert_array_equal(rsq[[0, 1, 2, 5, 6]], f32(inf, -inf, 0, inf, -inf))
@@ -123,27 +123,28 @@ def test_the_special_values():
     np.testing.assert_array_equal(ex2[[0, 1, 2, 3, 5, 6]], f32(1, 1, inf, 0, 1, 1))
     for r in (rcp, rsq, sq, ex2):
         assert bits(r)[4] == NAN32
-    assert (bits(nx.rsqrt_approx(f32(-1, -inf))) == NAN32).all() and (bits(nx.sqrt_approx(f32(-1, -tiny * 4e9))) == NAN32).all()
+    assert (bits(mufu.rsqrt_approx(f32(-1, -inf))) == NAN32).all() and (bits(mufu.sqrt_approx(f32(-1, -tiny * 4e9))) == NAN32).all()
     # results past the range: rcp of |x| >= 2^126 (but exactly 2^126) and ex2 below -126 flush to +-0
-    assert nx.rcp_approx(f32(2.0 ** 126 * 1.5, -(2.0 ** 127)))[0] == 0 and np.signbit(nx.rcp_approx(f32(-(2.0 ** 127))))[0]
-    assert nx.rcp_approx(f32(2.0 ** 126))[0] == 2.0 ** -126
-    assert (nx.ex2_approx(f32(-126.5, -200, -1e30)) == 0).all() and (nx.ex2_approx(f32(128, 1e30)) == inf).all()
+    assert mufu.rcp_approx(f32(2.0 ** 126 * 1.5, -(2.0 ** 127)))[0] == 0
+    assert np.signbit(mufu.rcp_approx(f32(-(2.0 ** 127))))[0]
+    assert mufu.rcp_approx(f32(2.0 ** 126))[0] == 2.0 ** -126
+    assert (mufu.ex2_approx(f32(-126.5, -200, -1e30)) == 0).all() and (mufu.ex2_approx(f32(128, 1e30)) == inf).all()
 
 
 def test_the_forms_without_ftz_scale_around_the_mufu():
     """Without .ftz ptxas scales a subnormal input into range (and ex2's input below -126 by one
     half, squaring the result), so subnormal inputs and results survive."""
     sub = f32(2.0 ** -127, 1.5 * 2.0 ** -127)
-    assert np.isfinite(nx.rcp_approx(sub, ftz=False)).all() and (nx.rcp_approx(sub) == np.inf).all()
-    np.testing.assert_array_equal(nx.rcp_approx(sub[:1], ftz=False), f32(2.0 ** 127))
-    np.testing.assert_array_equal(nx.sqrt_approx(f32(2.0 ** -140), ftz=False), f32(2.0 ** -70))
-    np.testing.assert_array_equal(nx.rsqrt_approx(f32(2.0 ** -140), ftz=False), f32(2.0 ** 70))
-    np.testing.assert_array_equal(nx.ex2_approx(f32(-140), ftz=False), f32(2.0 ** -140))
-    assert nx.ex2_approx(f32(-140))[0] == 0
-    np.testing.assert_array_equal(nx.rcp_approx(f32(2.0 ** 127), ftz=False), f32(2.0 ** -127))
-    np.testing.assert_array_equal(nx.div_approx(f32(2.0 ** -140), f32(2.0 ** -141), ftz=False), f32(2))
+    assert np.isfinite(mufu.rcp_approx(sub, ftz=False)).all() and (mufu.rcp_approx(sub) == np.inf).all()
+    np.testing.assert_array_equal(mufu.rcp_approx(sub[:1], ftz=False), f32(2.0 ** 127))
+    np.testing.assert_array_equal(mufu.sqrt_approx(f32(2.0 ** -140), ftz=False), f32(2.0 ** -70))
+    np.testing.assert_array_equal(mufu.rsqrt_approx(f32(2.0 ** -140), ftz=False), f32(2.0 ** 70))
+    np.testing.assert_array_equal(mufu.ex2_approx(f32(-140), ftz=False), f32(2.0 ** -140))
+    assert mufu.ex2_approx(f32(-140))[0] == 0
+    np.testing.assert_array_equal(mufu.rcp_approx(f32(2.0 ** 127), ftz=False), f32(2.0 ** -127))
+    np.testing.assert_array_equal(mufu.div_approx(f32(2.0 ** -140), f32(2.0 ** -141), ftz=False), f32(2))
     x = mantissas(2 ** 23, 3, 101)
-    for fn in (nx.rcp_approx, nx.rsqrt_approx, nx.sqrt_approx, nx.ex2_approx):
+    for fn in (mufu.rcp_approx, mufu.rsqrt_approx, mufu.sqrt_approx, mufu.ex2_approx):
         assert np.array_equal(bits(fn(x, ftz=False)), bits(fn(x)))  # normal inputs: the same MUFU
 
 
@@ -151,14 +152,14 @@ def test_ex2_f16_is_the_h200s_table_with_its_special_values():
     """MUFU.EX2.F16 (measured at all 65 536 inputs): exact at zeros, infinities and integers,
     subnormal results kept (2⁻²⁴ is the smallest), 2¹⁶ infinite, a NaN the canonical 0x7FFF."""
     h = np.array([0x0000, 0x8000, 0x0001, 0x7C00, 0xFC00, 0x3C00, 0x4C00, 0xCE00, 0xCE40, 0x7E00, 0xFC01], np.uint16)
-    r = nx.ex2_approx_f16(h.view(np.float16))
+    r = mufu.ex2_approx_f16(h.view(np.float16))
     assert r.dtype == np.float16
     np.testing.assert_array_equal(r[:9], np.array([1, 1, 1, np.inf, 0, 2, np.inf, 2.0 ** -24, 0], np.float16))
-    assert (r[9:].view(np.uint16) == nx.CANONICAL_NAN["f16"]).all()
+    assert (r[9:].view(np.uint16) == rounding.CANONICAL_NAN["f16"]).all()
     every = np.arange(2 ** 16, dtype=np.uint16).view(np.float16)
     finite = np.isfinite(every) & (np.abs(every) < 15)
     exact = np.exp2(every[finite].astype(np.float64)).astype(np.float16)
-    ulps = np.abs(nx.ex2_approx_f16(every[finite]).view(np.uint16).astype(np.int64) - exact.view(np.uint16))
+    ulps = np.abs(mufu.ex2_approx_f16(every[finite]).view(np.uint16).astype(np.int64) - exact.view(np.uint16))
     assert ulps.max() <= 1 and 0 < np.mean(ulps) < 0.5
 
 
@@ -217,9 +218,11 @@ def test_the_models_give_the_h200s_bits_on_special_and_random_inputs(gpu):
     args = np.array([p.ctypes.data for p in ptrs], np.uint64)
     driver.launchKernel(fn, -(-len(a) // 256), 1, 1, 256, 1, 1, 0, 0, args.ctypes.data, 0)
     got = dy.get()
-    model = np.stack([nx.rcp_approx(a), nx.rcp_approx(a, ftz=False), nx.rsqrt_approx(a), nx.rsqrt_approx(a, ftz=False),
-                      nx.sqrt_approx(a), nx.sqrt_approx(a, ftz=False), nx.ex2_approx(a), nx.ex2_approx(a, ftz=False),
-                      nx.div_approx(a, b), nx.div_approx(a, b, ftz=False)], axis=1)
+    model = np.stack([mufu.rcp_approx(a), mufu.rcp_approx(a, ftz=False),
+                      mufu.rsqrt_approx(a), mufu.rsqrt_approx(a, ftz=False),
+                      mufu.sqrt_approx(a), mufu.sqrt_approx(a, ftz=False),
+                      mufu.ex2_approx(a), mufu.ex2_approx(a, ftz=False),
+                      mufu.div_approx(a, b), mufu.div_approx(a, b, ftz=False)], axis=1)
     names = ["rcp.ftz", "rcp", "rsqrt.ftz", "rsqrt", "sqrt.ftz", "sqrt", "ex2.ftz", "ex2", "div.ftz", "div"]
     wrong = {n: int((bits(got[:, j]) != bits(model[:, j])).sum()) for j, n in enumerate(names)}
     first = {n: (a[i], b[i], got[i, j], model[i, j]) for j, n in enumerate(names)

@@ -1,4 +1,4 @@
-"""The fp8 `mma` as the H200 computes it (`rr.numerics.mma_sync`, arch sm_90): two HMMA.16816 —
+"""The fp8 `mma` as the H200 computes it (`rr.numerics.mma.mma_sync`, arch sm_90): two HMMA.16816 —
 the k held in the registers' low halfwords first, then the high halfwords' accumulating on that —
 each aligning its products and the running T to the largest exponent, cutting them toward zero
 25 bits below it and rounding once; C added last; NaN results canonical. Pinned down by the
@@ -14,7 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rr import numerics as nx
+from rr.numerics import fp8, rounding
+from rr.numerics.mma import MMA_MODELS, SM90, HmmaRules, mma_exact, mma_hmma, mma_sync, mma_sync_many
 from rr.run.probe import replay
 
 DATA = Path(__file__).parent / "data/probes"
@@ -22,7 +23,7 @@ PROBES = DATA / "mma_h200_random_512.npz"
 FORMS = {"f16": np.float16, "f32": np.float32}
 BITS = {np.float16: np.uint16, np.float32: np.uint32}
 # the model before the adversarial probes: each HMMA's sum exact, rounded to nearest, NaNs as IEEE
-BEFORE = nx.HmmaRules(width=None, f32="rn", canonical_nan=False)
+BEFORE = HmmaRules(width=None, f32="rn", canonical_nan=False)
 
 
 def _probe_words():
@@ -35,10 +36,10 @@ def _probe_words():
 
 def test_the_sm90_model_is_bit_exact_on_every_h200_output_of_the_random_probes():
     words, record = _probe_words()
-    result = replay(words, record, mma=nx.MMA_MODELS["sm_90"])
+    result = replay(words, record, mma=MMA_MODELS["sm_90"])
     assert result["elements"] == 512 * 128 and result["identical_share"] == 1.0, result
     # the data tells the models apart: one rounding of the whole sum does not match it
-    exact = replay(words, record, mma=nx.mma_exact)
+    exact = replay(words, record, mma=mma_exact)
     assert exact["identical_share"] < 0.7 and exact["max_ulp"] >= 1, exact
 
 
@@ -46,7 +47,7 @@ def test_the_low_halfwords_are_summed_first():
     words, record = _probe_words()
 
     def high_first(a, b, c):  # the same two roundings, the halves the other way round
-        return nx.mma_sync(a[..., _swap_halves()], b[..., _swap_halves(), :], c)
+        return mma_sync(a[..., _swap_halves()], b[..., _swap_halves(), :], c)
 
     assert replay(words, record, mma=high_first)["identical_share"] < 0.9
 
@@ -70,10 +71,10 @@ def test_each_hmma_rounds_before_the_next_one_adds_to_it(dtype):
     b = np.zeros((32, 8), np.float32)
     a[0, :3] = 1.0, 2.0 ** -9, 2.0 ** -9
     b[:3, 0] = 1.0, 0.25, 0.25
-    d = nx.mma_sync(_codes(a), _codes(b), np.zeros((16, 8), dtype))
+    d = mma_sync(_codes(a), _codes(b), np.zeros((16, 8), dtype))
     assert d.dtype == dtype and d.shape == (16, 8)
     assert d[0, 0] == (1.0 if dtype == np.float16 else 1.0 + 2.0 ** -10)
-    assert nx.mma_exact(_codes(a), _codes(b), np.zeros((16, 8), dtype))[0, 0] == 1.0 + 2.0 ** -10
+    assert mma_exact(_codes(a), _codes(b), np.zeros((16, 8), dtype))[0, 0] == 1.0 + 2.0 ** -10
     assert not d.ravel()[1:].any()
 
 
@@ -86,33 +87,33 @@ def test_c_is_added_after_both_products_in_the_accumulators_type():
     b[[0, 2], 0] = 1.0, 0.25  # low: 1; high: 2⁻¹¹ → 1 + 2⁻¹¹ → 1
     c = np.zeros((16, 8), np.float16)
     c[0, 0] = 2.0 ** -11
-    assert nx.mma_sync(_codes(a), _codes(b), c)[0, 0] == 1.0  # 1 + 2⁻¹¹: a tie, to even
-    assert nx.mma_exact(_codes(a), _codes(b), c)[0, 0] == 1.0 + 2.0 ** -10
+    assert mma_sync(_codes(a), _codes(b), c)[0, 0] == 1.0  # 1 + 2⁻¹¹: a tie, to even
+    assert mma_exact(_codes(a), _codes(b), c)[0, 0] == 1.0 + 2.0 ** -10
 
 
 def test_batches_of_warps_and_refusals():
     rng = np.random.default_rng(3)
     a, b = rng.integers(0, 0x7E, (5, 16, 32), dtype=np.uint8), rng.integers(0, 0x7E, (5, 32, 8), dtype=np.uint8)
     c = rng.normal(size=(5, 16, 8)).astype(np.float16)
-    whole = nx.mma_sync(a, b, c)
+    whole = mma_sync(a, b, c)
     assert whole.shape == (5, 16, 8)
-    assert all(np.array_equal(whole[i].view(np.uint16), nx.mma_sync(a[i], b[i], c[i]).view(np.uint16)) for i in range(5))
+    assert all(np.array_equal(whole[i].view(np.uint16), mma_sync(a[i], b[i], c[i]).view(np.uint16)) for i in range(5))
     with pytest.raises(ValueError, match="sm_80"):
-        nx.mma_sync(a, b, c, arch="sm_80")
+        mma_sync(a, b, c, arch="sm_80")
     with pytest.raises(TypeError, match="int32"):
-        nx.mma_sync(a, b, c.astype(np.int32))
+        mma_sync(a, b, c.astype(np.int32))
 
 
-# -- the H200's probes of both forms, per input design (benchmarks/mma_probes.py made them) -----
+# -- the H200's probes of both forms, per input design (tools/mma_probes.py made them) -----
 
 def _probes(form: str) -> dict:
     z = np.load(DATA / f"mma_h200_{form}.npz")
     return {k: z[k] for k in z.files}
 
 
-def _wrong(p: dict, rules: nx.HmmaRules = nx.SM90) -> dict[str, int]:
+def _wrong(p: dict, rules: HmmaRules = SM90) -> dict[str, int]:
     """Per design: the outputs whose bits the model with `rules` does not reproduce."""
-    d = nx.mma_hmma(p["A"], p["B"], p["C"], rules)
+    d = mma_hmma(p["A"], p["B"], p["C"], rules)
     bits = BITS[d.dtype.type]
     bad = (d.view(bits) != p["D"].view(bits)).reshape(len(d), -1).sum(1)
     return {str(name): int(bad[p["design"] == i].sum()) for i, name in enumerate(p["designs"]) if (p["design"] == i).any()}
@@ -122,7 +123,7 @@ def _wrong(p: dict, rules: nx.HmmaRules = nx.SM90) -> dict[str, int]:
 def test_the_sm90_model_is_bit_exact_on_every_design_of_the_h200_probes(form):
     p = _probes(form)
     assert len(set(p["design"].tolist())) == len(p["designs"]) == 11  # random and all ten adversarial designs
-    d = nx.mma_sync(p["A"], p["B"], p["C"])
+    d = mma_sync(p["A"], p["B"], p["C"])
     assert d.dtype == FORMS[form] and np.array_equal(d.view(BITS[d.dtype.type]), p["D"].view(BITS[d.dtype.type]))
     assert set(_wrong(p).values()) == {0}
 
@@ -158,7 +159,7 @@ def test_each_rule_is_what_the_h200_computes(form, change, failing):
     """The alignment width (25 bits below the largest exponent), a product's exponent (ea + eb),
     the cut (toward zero), the HMMA's rounding (toward zero in f32, to nearest in f16) and the
     canonical NaN: changing any one makes the model wrong on the designs that isolate it."""
-    wrong = _wrong(_probes(form), dataclasses.replace(nx.SM90, **change))
+    wrong = _wrong(_probes(form), dataclasses.replace(SM90, **change))
     assert {name for name, n in wrong.items() if n} == failing, wrong
 
 
@@ -170,7 +171,7 @@ def test_a_nan_result_is_the_canonical_nan_whatever_nan_made_it(form):
     nan = np.isnan(p["D"])
     c_payloads = np.unique(p["C"].view(bits)[np.isnan(p["C"])])
     assert nan.sum() > 1000 and len(c_payloads) >= 5 and np.isnan(p["C"][~nan]).sum() == 0
-    assert set(np.unique(p["D"].view(bits)[nan]).tolist()) == {nx.CANONICAL_NAN[form]}
+    assert set(np.unique(p["D"].view(bits)[nan]).tolist()) == {rounding.CANONICAL_NAN[form]}
 
 
 def test_an_f16_hmma_sum_past_65504_is_infinite_before_the_second_half_adds():
@@ -178,7 +179,7 @@ def test_an_f16_hmma_sum_past_65504_is_infinite_before_the_second_half_adds():
     the high halfwords' products would bring the whole sum back below 65504, the H200 gives inf
     (or NaN with an opposite infinite C)."""
     p = _probes("f16")
-    av, bv = nx.e4m3_values(p["A"]), nx.e4m3_values(p["B"])
+    av, bv = fp8.e4m3_values(p["A"]), fp8.e4m3_values(p["B"])
     low = (np.arange(32) % 4) < 2
     first = np.matmul(av[..., low], bv[..., low, :])
     whole = first + np.matmul(av[..., ~low], bv[..., ~low, :])
@@ -198,7 +199,7 @@ def _one_output(products_low, products_high=(), c=0.0, dtype=np.float32):
             a[0, k], b[k, 0] = x, y
     cc = np.zeros((16, 8), dtype)
     cc[0, 0] = c
-    return lambda rules=nx.SM90: nx.mma_hmma(_codes(a), _codes(b), cc, rules)[0, 0]
+    return lambda rules=SM90: mma_hmma(_codes(a), _codes(b), cc, rules)[0, 0]
 
 
 def test_the_f32_hmma_cuts_25_bits_below_the_largest_products_exponent_toward_zero():
@@ -208,17 +209,17 @@ def test_the_f32_hmma_cuts_25_bits_below_the_largest_products_exponent_toward_ze
     small = (1.5 * 2.0 ** -5, 2.0 ** -4)
     d = _one_output([(256.0, 256.0), (-240.0, 256.0), small])
     assert d() == 4096 + 2.0 ** -9
-    assert d(dataclasses.replace(nx.SM90, width=26)) == d(BEFORE) == 4096 + 1.5 * 2.0 ** -9
-    assert d(dataclasses.replace(nx.SM90, width=24)) == 4096
+    assert d(dataclasses.replace(SM90, width=26)) == d(BEFORE) == 4096 + 1.5 * 2.0 ** -9
+    assert d(dataclasses.replace(SM90, width=24)) == 4096
     neg = _one_output([(256.0, 256.0), (-240.0, 256.0), (-small[0], small[1])])
-    assert neg() == 4096 - 2.0 ** -9 and neg(dataclasses.replace(nx.SM90, cut="rm")) == 4096 - 2.0 ** -8
+    assert neg() == 4096 - 2.0 ** -9 and neg(dataclasses.replace(SM90, cut="rm")) == 4096 - 2.0 ** -8
 
 
 def test_a_products_exponent_is_the_sum_of_its_factors_exponents():
     """448·448 = 1.53·2¹⁷ has factors of exponent 8: it aligns at 2¹⁶, not at its leading bit 2¹⁷.
     With −448·448 beside it only the small 1.5·2⁻⁹ is left, cut at 2⁻⁹ (at 2⁻⁸ it would vanish)."""
     d = _one_output([(448.0, 448.0), (-448.0, 448.0), (1.5 * 2.0 ** -5, 2.0 ** -4)])
-    assert d() == 2.0 ** -9 and d(dataclasses.replace(nx.SM90, exponent="value")) == 0
+    assert d() == 2.0 ** -9 and d(dataclasses.replace(SM90, exponent="value")) == 0
 
 
 def test_the_running_t_is_aligned_and_cut_with_the_second_hmmas_products():
@@ -232,13 +233,13 @@ def test_the_f32_hmma_rounds_toward_zero_and_the_f16_one_to_nearest():
     """2¹⁶ + 1.5·2⁻⁸ is 2¹⁶ and 0.75 of an f32 ulp (2⁻⁷): cut down to 2¹⁶. 240·256 + 240·0.25 =
     61440 + 60 is 61440 and 1.875 of an f16 ulp (32): to nearest, 61504 (toward zero 61472)."""
     f32 = _one_output([(256.0, 256.0), (1.5 * 2.0 ** -4, 2.0 ** -4)])
-    assert f32() == 65536 and f32(dataclasses.replace(nx.SM90, f32="rn")) == 65536 + 2.0 ** -7
+    assert f32() == 65536 and f32(dataclasses.replace(SM90, f32="rn")) == 65536 + 2.0 ** -7
     f16 = _one_output([(240.0, 256.0), (240.0, 0.25)], dtype=np.float16)
-    assert f16() == 61504 and f16(dataclasses.replace(nx.SM90, f16="rz")) == 61472
+    assert f16() == 61504 and f16(dataclasses.replace(SM90, f16="rz")) == 61472
 
 
 def test_nan_and_infinity_rules_on_built_inputs():
-    nan16, nan32 = nx.CANONICAL_NAN["f16"], nx.CANONICAL_NAN["f32"]
+    nan16, nan32 = rounding.CANONICAL_NAN["f16"], rounding.CANONICAL_NAN["f32"]
     payload = np.uint32(0xFFC00001).view(np.float32)  # a negative NaN with a payload
     assert _one_output([(1.0, 1.0)], c=payload)().view(np.uint32) == nan32
     big = [(448.0, 448.0)] * 16  # the first f16 HMMA: 3.2e6 → +inf
@@ -247,7 +248,7 @@ def test_nan_and_infinity_rules_on_built_inputs():
     back = _one_output(big, [(-448.0, 448.0)] * 16, dtype=np.float16)
     assert back() == np.inf  # the second half's −3.2e6 does not bring it back to 0
     a, b = _codes([[448.0] * 32] + [[0.0] * 32] * 15), _codes([[448.0] * 8 if k % 4 < 2 else [-448.0] * 8 for k in range(32)])
-    assert nx.mma_exact(a, b, np.zeros((16, 8), np.float16))[0, 0] == 0  # one rounding of the whole sum: 0
+    assert mma_exact(a, b, np.zeros((16, 8), np.float16))[0, 0] == 0  # one rounding of the whole sum: 0
 
 
 def _small_codes(rng, shape, top: int) -> np.ndarray:
@@ -265,7 +266,7 @@ def test_where_no_product_can_reach_the_cut_each_hmma_is_its_exact_sum_rounded(d
     rng = np.random.default_rng(7)
     a, b = _small_codes(rng, (1300, 16, 32), 0x58), _small_codes(rng, (1300, 32, 8), 0x48)
     c = rng.normal(0, 40, (1300, 16, 8)).astype(dtype)
-    av, bv = nx.e4m3_values(a), nx.e4m3_values(b)
+    av, bv = fp8.e4m3_values(a), fp8.e4m3_values(b)
     low = (np.arange(32) % 4) < 2
 
     def rounded(s):
@@ -276,7 +277,7 @@ def test_where_no_product_can_reach_the_cut_each_hmma_is_its_exact_sum_rounded(d
     t = rounded(np.einsum("wik,wkj->wij", av[..., low], bv[:, low]) + 0.0)
     t = rounded(np.einsum("wik,wkj->wij", av[..., ~low], bv[:, ~low]) + t + 0.0)
     want = (t + c.astype(np.float64)).astype(dtype)
-    got = nx.mma_sync(a, b, c)
+    got = mma_sync(a, b, c)
     assert np.array_equal(got.view(BITS[dtype]), want.view(BITS[dtype]))
 
 
@@ -291,8 +292,8 @@ def test_warps_whose_products_may_be_cut_and_warps_whose_cannot_give_what_each_g
     a, b = a[order], b[order]
     c = rng.normal(0, 4, (1200, 16, 8)).astype(np.float16)
     c[::7, 3, 5] = np.inf
-    whole = nx.mma_sync(a, b, c)
-    alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, 1200, 37)])
+    whole = mma_sync(a, b, c)
+    alone = np.stack([mma_sync(a[i], b[i], c[i]) for i in range(0, 1200, 37)])
     assert np.array_equal(whole[::37].view(np.uint16), alone.view(np.uint16))
 
 
@@ -308,8 +309,8 @@ def test_warps_that_share_b_or_a_tiles_give_what_each_gives_alone(period, shared
     a = _small_codes(rng, (n // period if shared_a else n, 16, 32), 0x58)
     a = np.repeat(a, period, axis=0) if shared_a else a
     c = rng.normal(0, 4, (n, 16, 8)).astype(np.float16)
-    whole = nx.mma_sync(a, b, c)
-    alone = np.stack([nx.mma_sync(a[i], b[i], c[i]) for i in range(0, n, 23)])
+    whole = mma_sync(a, b, c)
+    alone = np.stack([mma_sync(a[i], b[i], c[i]) for i in range(0, n, 23)])
     assert np.array_equal(whole[::23].view(np.uint16), alone.view(np.uint16))
 
 
@@ -333,10 +334,10 @@ def test_one_a_times_several_b_gives_what_each_mma_gives(dtype):
     bs[4][::13, 5, 3] = 0x7F
     mixed = np.where(rng.random((n, 1, 1)) < 0.1, rng.integers(0, 256, (n, 16, 32), dtype=np.uint8), a)
     for a_ in (a, _small_codes(rng, (n, 16, 32), 0x58), mixed):
-        many = nx.mma_sync_many(a_, bs, cs)
+        many = mma_sync_many(a_, bs, cs)
         for b, c, d in zip(bs, cs, many):
             assert d.dtype == dtype
-            assert np.array_equal(d.view(BITS[dtype]), nx.mma_sync(a_, b, c).view(BITS[dtype]))
+            assert np.array_equal(d.view(BITS[dtype]), mma_sync(a_, b, c).view(BITS[dtype]))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
@@ -348,9 +349,9 @@ def test_a_zero_sum_of_negative_products_is_plus_zero(dtype):
         a = np.full((n, 16, 32), 0x80, np.uint8)
         b = np.full((n, 32, 8), 0x38, np.uint8)  # 1.0
         c = np.full((n, 16, 8), -0.0, dtype)
-        d = nx.mma_sync(a, b, c)
+        d = mma_sync(a, b, c)
         assert not np.signbit(d).any() and not d.any()
-        many = nx.mma_sync_many(a, [b, b], [c, c])
+        many = mma_sync_many(a, [b, b], [c, c])
         assert all(not np.signbit(x).any() and not x.any() for x in many)
 
 
@@ -366,9 +367,9 @@ def test_swapped_and_transposed_operands_give_the_transposed_d_bit_for_bit(dtype
                 for s in ((16, 32), (32, 16)))
         c = (rng.standard_normal((16, 16)) * 100 * scale).astype(np.float16).astype(dtype)
         c[trial % 16, 3] = np.inf
-        d = np.concatenate([nx.mma_sync(a, b[:, :8], c[:, :8]), nx.mma_sync(a, b[:, 8:], c[:, 8:])], axis=1)
+        d = np.concatenate([mma_sync(a, b[:, :8], c[:, :8]), mma_sync(a, b[:, 8:], c[:, 8:])], axis=1)
         for h in (0, 1):
             rows = slice(8 * h, 8 * h + 8)
-            swapped = nx.mma_sync(np.ascontiguousarray(b.T), np.ascontiguousarray(a[rows].T),
-                                  np.ascontiguousarray(c[rows].T))
+            swapped = mma_sync(np.ascontiguousarray(b.T), np.ascontiguousarray(a[rows].T),
+                               np.ascontiguousarray(c[rows].T))
             assert np.array_equal(swapped.view(BITS[dtype]), np.ascontiguousarray(d[rows].T).view(BITS[dtype]))

@@ -26,7 +26,7 @@ from conftest import PTXAS, run_ptxas
 from nvvm_suite import (FLAGS, KERNELS, MEMORY_KINDS, differences, expected_phase, mma_runs, outputs,
                         phase_bounds, write_kernel_launch)
 
-from rr import numerics as nx
+from rr.numerics.mma import mma_sync
 from rr.ptx import linearise, parse_file
 
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
@@ -259,7 +259,7 @@ def _check_probe(kernel, phase, result: Spliced, spec_phase, rate) -> None:
     assert result.code == 0, f"probe of phase {phase} refused: {result.message}"
     for b, want in result.expected.items():  # the probe leaves the computation alone
         assert np.array_equal(result.buffers[b].view(np.uint8), want.view(np.uint8)), f"probe changed output {b}"
-    replayed = replay(result.buffers["probe"], result.splice["probe"], nx.mma_sync)
+    replayed = replay(result.buffers["probe"], result.splice["probe"], mma_sync)
     assert replayed["mma"] == spec_phase["mma"], replayed
     rate(replayed)
 
@@ -270,7 +270,7 @@ def _cpu_rate(result):
 
 
 def _gpu_rate(result):
-    # the H200's e4m3 mma against its model (rr.numerics.mma_sync, bit-exact on the probe sets):
+    # the H200's e4m3 mma against its model (rr.numerics.mma.mma_sync, bit-exact on the probe sets):
     # every probed D given back
     assert result["identical_share"] == 1.0, json.dumps(result)
 

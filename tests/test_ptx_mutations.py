@@ -1,14 +1,11 @@
 """Random edits of the synthetic enc2 either fail to parse with a ParseError or go through parse,
 emit, linearise and `rr spec`'s description without any other exception (issue 14 item 7). The
-full run (2000 mutants) is benchmarks/mutations.py; this is its first 200, fixed seed."""
+harness is tests/mutations.py, whose full run (`python tests/mutations.py`, 2000 mutants) is a
+benchmark; this is its first 200, fixed seed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from mutations import mutant, run, synth_enc2  # noqa: E402
+from mutations import mutant, run, synth_enc2
 
 
 def test_two_hundred_mutants_of_enc2_raise_nothing_but_parse_errors():

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from run_kernels import PTX, single_buffer_launch, struct_launch
 
-from rr import numerics as nx
+from rr.numerics import fp8, half, mufu
+from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS, mma_sync
 from rr.run import fragments
 from rr.run.cpu import CpuUnsupported, run_cpu
 from rr.run.launch import Buffer, Field, Launch, load_buffers, read_launch, write_launch
@@ -71,14 +72,14 @@ def test_instruction_families_against_numpy(tmp_path):
     assert np.array_equal(got[:, 8], np.where((a < b) | (ua > ub), words[:, 0], words[:, 1]))
     assert np.array_equal(got[:, 9], words[:, 0] ^ words[:, 1])
     x, x_hi, y, y_hi = halves[:, 0, 0], halves[:, 0, 1], halves[:, 1, 0], halves[:, 1, 1]
-    prod = np.stack([nx.mul(x, y), nx.mul(x_hi, y_hi)], -1).view(np.uint32)[:, 0]
+    prod = np.stack([half.mul(x, y), half.mul(x_hi, y_hi)], -1).view(np.uint32)[:, 0]
     assert np.array_equal(got[:, 10], prod)
     q = (x.astype(np.float64) / y.astype(np.float64)).astype(np.float32)
     assert np.array_equal(got[:, 11], np.trunc(q).astype(np.int32).view(np.uint32))
-    packed = nx.from_e4m3(nx.to_e4m3(halves[:, 0]))  # e4m3 round trip of both halves of a
+    packed = fp8.from_e4m3(fp8.to_e4m3(halves[:, 0]))  # e4m3 round trip of both halves of a
     assert np.array_equal(got[:, 12], packed.view(np.uint32)[:, 0])
-    assert np.array_equal(got[:, 13], nx.ex2_approx(y.astype(np.float32)).view(np.uint32))
-    fused = nx.fma(x, y, x_hi)
+    assert np.array_equal(got[:, 13], mufu.ex2_approx(y.astype(np.float32)).view(np.uint32))
+    fused = half.fma(x, y, x_hi)
     assert np.array_equal(got[:, 14], np.stack([fused, q.astype(np.float16)], -1).view(np.uint32)[:, 0])
     assert np.array_equal(got[:, 15], np.arange(32, dtype=np.uint32))
     assert record["unwritten_registers"] == []
@@ -91,7 +92,7 @@ def test_struct_kernel_on_the_cpu_matches_numpy_bit_for_bit(tmp_path):
     assert np.array_equal(np.load(tmp_path / "out" / "d.npy").view(np.uint16), expected["d"].view(np.uint16))
     assert np.array_equal(np.load(tmp_path / "out" / "surf.npy").view(np.uint16), expected["surf"].view(np.uint16))
     record = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert record["status"] == "ok" and record["backend"] == "cpu" and record["device"]["mma_model"] == nx.DEFAULT_MMA
+    assert record["status"] == "ok" and record["backend"] == "cpu" and record["device"]["mma_model"] == DEFAULT_MMA
 
 
 def test_an_out_of_bounds_store_is_a_fault_naming_statement_and_thread(tmp_path):
@@ -135,7 +136,7 @@ def test_shuffles_against_numpy(tmp_path, nvcc_ptx):
     assert np.array_equal(out["out"].reshape(2, 32), ((s + d) + u) + i)
     h = np.stack([s.astype(np.float16), d.astype(np.float16)], -1)  # __floats2half2_rn(s, d): s low
     partner = (lane & ~7) | ((lane ^ 4) & 7)  # width 8: segments of 8 lanes
-    expect = np.stack([nx.add(h[..., 0], h[:, partner, 0]), nx.add(h[..., 1], h[:, partner, 1])], -1)
+    expect = np.stack([half.add(h[..., 0], h[:, partner, 0]), half.add(h[..., 1], h[:, partner, 1])], -1)
     assert np.array_equal(out["hout"].reshape(2, 32), expect.view(np.uint32)[..., 0])
 
 
@@ -251,11 +252,11 @@ def test_integer_texture_coordinates_outside_the_image_read_zeros_not_the_clampe
 
 
 def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
-    """By default the interpreter's mma is the H200's (rr.numerics.DEFAULT_MMA)."""
+    """By default the interpreter's mma is the H200's (rr.numerics.mma.DEFAULT_MMA)."""
     m, n, k = 2, 3, 2
     rng = np.random.default_rng(10)
-    a = nx.to_e4m3(rng.normal(0, 1, (m * k * 32 * 16,)).astype(np.float16))
-    b = nx.to_e4m3(rng.normal(0, 1, (n * k * 32 * 8,)).astype(np.float16))
+    a = fp8.to_e4m3(rng.normal(0, 1, (m * k * 32 * 16,)).astype(np.float16))
+    b = fp8.to_e4m3(rng.normal(0, 1, (n * k * 32 * 8,)).astype(np.float16))
     bias = rng.normal(0, 1, (n * 4 * 2,)).astype(np.float16).view(np.uint32)
     launch_of(tmp_path / "l", nvcc_ptx("mma_chain"), "gemm_phase",
               {"a": (a, "in"), "b": (b, "in"), "bias": (bias, "in"), "out": (np.zeros(m * n * 64, np.uint32), "out")})
@@ -267,7 +268,7 @@ def test_an_mma_chain_against_the_mma_model(tmp_path, nvcc_ptx):
             seed = np.repeat(bias.reshape(n, 4)[j][np.arange(32) & 3][None], 2, 0)
             c = fragments.c_matrix([seed[0][None], seed[1][None]])
             for s in range(k):
-                c = nx.mma_sync(fragments.a_matrix([aw[i, s, :, r][None] for r in range(4)]),
+                c = mma_sync(fragments.a_matrix([aw[i, s, :, r][None] for r in range(4)]),
                                  fragments.b_matrix([bw[j, s, :, r][None] for r in range(2)]), c)
             d = fragments.d_registers(c)
             assert np.array_equal(got[i, j, :, 0], d[0][0]) and np.array_equal(got[i, j, :, 1], d[1][0])
@@ -336,7 +337,7 @@ def test_enc2_on_the_cpu_equals_its_numpy_model_byte_for_byte(enc2_small, mma):
     assert record["device"]["mma_model"] == mma
     launch = read_launch(enc2_small / "launch")
     inp = load_buffers(enc2_small / "launch", launch)
-    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=nx.MMA_MODELS[mma])
+    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=MMA_MODELS[mma])
     for name in ("arena", "half_out", "surface0", "surface1", "surface2"):
         assert np.array_equal(np.ascontiguousarray(out[name]).view(np.uint8), ref[name].view(np.uint8)), name
     assert record["unwritten_registers"] == []
@@ -354,10 +355,10 @@ def test_rr_run_takes_the_mma_model_and_names_it(enc2_small, tmp_path):
     assert "mma model sm_90" in r.stdout
     assert json.loads((tmp_path / "out/run.json").read_text())["device"]["mma_model"] == "sm_90"
     inp = load_buffers(enc2_small / "launch", read_launch(enc2_small / "launch"))
-    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=nx.mma_sync)
+    ref = model.forward(model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"]), mma=mma_sync)
     assert np.array_equal(np.load(tmp_path / "out/arena.npy").view(np.uint8), ref["arena"].view(np.uint8))
     run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions if a.dest == "mma")
-    assert set(run.choices) == set(nx.MMA_MODELS) and run.default == nx.DEFAULT_MMA
+    assert set(run.choices) == set(MMA_MODELS) and run.default == DEFAULT_MMA
 
 
 def test_an_isolated_phase_runs_through_its_call_on_the_cpu(enc2_small, tmp_path):

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import PTXAS, run_ptxas
-from rr import numerics as nx
 from rr.corpus.sample import sample_launch
+from rr.numerics.mma import mma_exact
 from rr.ptx import linearise, parse_file
 from rr.run.launch import param_images, read_launch
 
@@ -146,9 +146,9 @@ def test_every_probed_mma_replays_bit_exactly_and_outputs_are_unchanged(tmp_path
         assert r.returncode == 0, r.stderr
     assert _rr("compare", tmp_path / "ref.out", tmp_path / "probe.out").returncode == 0
     record = json.loads(Path(f"{out}.splice.json").read_text())["probe"]
-    # the default replay model is the H200's (rr.numerics.DEFAULT_MMA): every D given back; the
+    # the default replay model is the H200's (rr.numerics.mma.DEFAULT_MMA): every D given back; the
     # exact-sum model gives back most, not all (docs/numerics.md)
     result = replay(np.load(tmp_path / "probe.out" / "probe.npy"), record)
     assert result["identical_share"] == 1.0, result
-    exact = replay(np.load(tmp_path / "probe.out" / "probe.npy"), record, nx.mma_exact)
+    exact = replay(np.load(tmp_path / "probe.out" / "probe.npy"), record, mma_exact)
     assert 0.5 < exact["identical_share"] < 1.0, exact

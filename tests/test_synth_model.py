@@ -13,7 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rr import numerics as nx
+from rr.numerics import fp8, half, rounding
+from rr.numerics.mma import mma_exact
 from rr.synth import layout as L
 from rr.synth import model
 
@@ -37,7 +38,7 @@ def test_fma_rounds_once_including_ties_broken_by_a_tiny_addend():
     a = np.append(a, [F16(1 + 2 ** -10), F16(1 + 2 ** -10)])
     b = np.append(b, [F16(1 + 2 ** -10), F16(1 + 2 ** -10)])
     c = np.append(c, [F16(2 ** -24), F16(-(2 ** -24))])
-    got = nx.fma(a, b, c)
+    got = half.fma(a, b, c)
     want = [exact_f16(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))) for x, y, z in zip(a, b, c)]
     assert np.array_equal(got.view(np.uint16), np.array(want, dtype=F16).view(np.uint16))
 
@@ -45,13 +46,13 @@ def test_fma_rounds_once_including_ties_broken_by_a_tiny_addend():
 def _fma_f64(a, b, c):
     """f16 fma as rr.numerics computed it before it took f32 (the specification of its bits): the
     product exact in f64, the sum rounded to odd in f64, then to f16."""
-    x, y, z = nx.f16_as_f64(a), nx.f16_as_f64(b), nx.f16_as_f64(c)
+    x, y, z = half.f16_as_f64(a), half.f16_as_f64(b), half.f16_as_f64(c)
     with np.errstate(invalid="ignore", over="ignore"):
-        return nx.f16_of_f64(nx.round_to_odd_sum(x * y, z))
+        return half.f16_of_f64(rounding.round_to_odd_sum(x * y, z))
 
 
 def test_fma_in_f32_gives_the_bits_of_fma_in_f64():
-    """nx.fma rounds the f32 sum of the exact f32 product to odd; the same bits as rounding to odd
+    """half.fma rounds the f32 sum of the exact f32 product to odd; the same bits as rounding to odd
     in f64, on: every pair of special and boundary operands (zeros, subnormals, the normal
     extremes, infinities, quiet and signalling NaNs with payloads, both signs) with every addend
     of them; every f16 bit pattern as a, against shifted b and c; random operands whose product
@@ -62,11 +63,11 @@ def test_fma_in_f32_gives_the_bits_of_fma_in_f64():
                        np.uint16)
     special = np.concatenate([special, special | np.uint16(0x8000)]).view(F16)
     a, b, c = (x.ravel() for x in np.meshgrid(special, special, special, indexing="ij"))
-    assert np.array_equal(nx.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
+    assert np.array_equal(half.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
     every = np.arange(1 << 16, dtype=np.uint16).view(F16)
     for shift, other in ((1, 777), (4099, 32768), (20000, 123)):
         b, c = np.roll(every, shift), np.roll(every, other)
-        assert np.array_equal(nx.fma(every, b, c).view(np.uint16), _fma_f64(every, b, c).view(np.uint16))
+        assert np.array_equal(half.fma(every, b, c).view(np.uint16), _fma_f64(every, b, c).view(np.uint16))
     rng = np.random.default_rng(21)
     n = 1 << 19
     a = (rng.integers(1, 2048, n) * 2.0 ** rng.integers(-24, 6, n) * rng.choice([-1, 1], n)).astype(F16)
@@ -82,19 +83,19 @@ def test_fma_in_f32_gives_the_bits_of_fma_in_f64():
     tie_a = ((1 + k * 2.0 ** -10) * 2.0 ** s1 * rng.choice([-1, 1], n)).astype(F16)
     tie_b = ((1 - k * 2.0 ** -10) * 2.0 ** (e - 11 - s1)).astype(F16)
     a, b, c = np.concatenate([a, tie_a]), np.concatenate([b, tie_b]), np.concatenate([c, tie_c])
-    assert np.array_equal(nx.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
-    x, y, z = nx.f16_as_f32(a), nx.f16_as_f32(b), nx.f16_as_f32(c)
+    assert np.array_equal(half.fma(a, b, c).view(np.uint16), _fma_f64(a, b, c).view(np.uint16))
+    x, y, z = half.f16_as_f32(a), half.f16_as_f32(b), half.f16_as_f32(c)
     with np.errstate(over="ignore", invalid="ignore"):
         s = x * y + z  # the f32 sum, nearest: a tie where it is an f16 midpoint (normal) and inexact
         inexact = s.astype(np.float64) != x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
     mid = ((s.view(np.uint32) & np.uint32(0x1FFF)) == 0x1000) & (np.abs(s) >= 2.0 ** -14) & np.isfinite(s)
     ties = inexact & mid
     assert np.count_nonzero(ties) > 100000
-    assert np.count_nonzero(nx.f16_of_f32(s[ties]).view(np.uint16) != nx.fma(a[ties], b[ties], c[ties]).view(np.uint16)) > 10000
+    assert np.count_nonzero(half.f16_of_f32(s[ties]).view(np.uint16) != half.fma(a[ties], b[ties], c[ties]).view(np.uint16)) > 10000
 
 
 def test_f16_casts_are_numpys_on_every_binade_and_tie():
-    """nx.f16_of_f32 / f16_of_f64 (an 11-bit split and a table, no element-wise f16 cast) give
+    """half.f16_of_f32 / f16_of_f64 (an 11-bit split and a table, no element-wise f16 cast) give
     numpy's own cast: on every sign, exponent and 10-bit fraction of f32 with the lower 13 bits
     at a tie, either side of it, at the extremes and random — subnormal results, overflow to
     infinity, ±0 and NaNs included — and on f64 ties off by one f64 ulp. f16 → f32 and f64 as
@@ -102,18 +103,18 @@ def test_f16_casts_are_numpys_on_every_binade_and_tie():
     rng = np.random.default_rng(5)
     top = np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)
     every = np.arange(1 << 16, dtype=np.uint16).view(F16)
-    assert np.array_equal(nx.f16_as_f32(every).view(np.uint32), every.astype(np.float32).view(np.uint32))
-    assert np.array_equal(nx.f16_as_f64(every).view(np.uint64), every.astype(np.float64).view(np.uint64))
+    assert np.array_equal(half.f16_as_f32(every).view(np.uint32), every.astype(np.float32).view(np.uint32))
+    assert np.array_equal(half.f16_as_f64(every).view(np.uint64), every.astype(np.float64).view(np.uint64))
     with np.errstate(over="ignore", invalid="ignore"):
         for low in (0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, rng.integers(0, 1 << 13, top.size, dtype=np.uint32)):
             x = (top | np.uint32(low) if np.isscalar(low) else top | low).view(np.float32)
-            assert np.array_equal(nx.f16_of_f32(x).view(np.uint16), x.astype(F16).view(np.uint16))
+            assert np.array_equal(half.f16_of_f32(x).view(np.uint16), x.astype(F16).view(np.uint16))
             x64 = x.astype(np.float64)
             for y in (x64, np.nextafter(x64, np.inf), np.nextafter(x64, -np.inf)):
-                assert np.array_equal(nx.f16_of_f64(y).view(np.uint16), y.astype(F16).view(np.uint16))
+                assert np.array_equal(half.f16_of_f64(y).view(np.uint16), y.astype(F16).view(np.uint16))
 
 
-@pytest.mark.parametrize("op, exact", [(nx.add, np.add), (nx.sub, np.subtract), (nx.mul, np.multiply)])
+@pytest.mark.parametrize("op, exact", [(half.add, np.add), (half.sub, np.subtract), (half.mul, np.multiply)])
 def test_f16_add_sub_mul_round_the_exact_result_once(op, exact):
     """Every f16 against shifted copies of every f16: the exact result (in f64) rounded once."""
     every = np.arange(1 << 16, dtype=np.uint16).view(F16)
@@ -128,18 +129,18 @@ def test_f16_add_sub_mul_round_the_exact_result_once(op, exact):
 
 def test_e4m3_pack_saturates_and_rounds_to_nearest_even():
     x = np.array([500.0, -1e4, 448.0, 1.0625, 1.1875, 0.0], dtype=F16)
-    got = nx.from_e4m3(nx.to_e4m3(x)).astype(np.float64)
+    got = fp8.from_e4m3(fp8.to_e4m3(x)).astype(np.float64)
     # 1.0625 is halfway between 1.0 and 1.125 (e4m3 has 3 mantissa bits): even is 1.0
     assert got.tolist() == [448.0, -448.0, 448.0, 1.0, 1.25, 0.0]
 
 
 def test_mma_exact_is_the_exact_sum_rounded_once():
     rng = np.random.default_rng(1)
-    a = nx.to_e4m3(rng.normal(0, 2, (16, 32)).astype(F16))
-    b = nx.to_e4m3(rng.normal(0, 2, (32, 8)).astype(F16))
+    a = fp8.to_e4m3(rng.normal(0, 2, (16, 32)).astype(F16))
+    b = fp8.to_e4m3(rng.normal(0, 2, (32, 8)).astype(F16))
     c = rng.normal(0, 8, (16, 8)).astype(F16)
-    got = nx.mma_exact(a, b, c)
-    av, bv = nx.e4m3_values(a), nx.e4m3_values(b)
+    got = mma_exact(a, b, c)
+    av, bv = fp8.e4m3_values(a), fp8.e4m3_values(b)
     for i in range(16):
         for j in range(8):
             s = sum(Fraction(av[i, k]) * Fraction(bv[k, j]) for k in range(32)) + Fraction(float(c[i, j]))
@@ -186,7 +187,7 @@ def test_gemm_multiplies_in_channel_order_whatever_the_fragment_order():
     rng = np.random.default_rng(3)
     a = rng.integers(-3, 4, (16, 96)).astype(F16)
     w = rng.integers(-2, 3, (96, 32)).astype(F16)  # small integers: every sum exact in f16
-    got = model.gemm(nx.to_e4m3(a), model.to_fragment_order(nx.to_e4m3(w), -2), F16(0), nx.mma_exact)
+    got = model.gemm(fp8.to_e4m3(a), model.to_fragment_order(fp8.to_e4m3(w), -2), F16(0), mma_exact)
     assert np.array_equal(got.astype(np.int64), a.astype(np.int64) @ w.astype(np.int64))
 
 
@@ -198,11 +199,11 @@ def test_row_sum_follows_the_lane_tree_then_the_butterfly():
         for e in range(2):
             vals = lane[2 * t + e]
             while len(vals) > 1:
-                vals = [nx.add(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + \
+                vals = [half.add(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + \
                        ([vals[-1]] if len(vals) % 2 else [])
             v[t, e] = vals[0]
-    halves = [nx.add(nx.add(v[0, e], v[1, e]), nx.add(v[2, e], v[3, e])) for e in range(2)]
-    assert model.row_sum(x).view(np.uint16) == nx.add(halves[0], halves[1]).view(np.uint16)
+    halves = [half.add(half.add(v[0, e], v[1, e]), half.add(v[2, e], v[3, e])) for e in range(2)]
+    assert model.row_sum(x).view(np.uint16) == half.add(halves[0], halves[1]).view(np.uint16)
     small = np.arange(96, dtype=F16) % 7
     assert float(model.row_sum(small)) == float(small.astype(np.float64).sum())
 
@@ -278,7 +279,7 @@ def test_enc2_on_the_gpu_agrees_with_the_model(tmp_path, gpu):
     inp, gpu = load_buffers(d / "launch", launch), load_buffers(tmp_path / "gpu", launch)
     inputs = model.Enc2Inputs(inp["weights"], inp["input"], inp["texture"])
     ref = model.forward(inputs)  # the H200's mma and .approx functions (rr.numerics' defaults)
-    exact = model.forward(inputs, mma=nx.mma_exact)
+    exact = model.forward(inputs, mma=mma_exact)
     for name in ("arena", "half_out"):
         same, same_exact = float((gpu[name] == ref[name]).mean()), float((gpu[name] == exact[name]).mean())
         assert same > same_exact and same > 0.9, (name, same, same_exact)

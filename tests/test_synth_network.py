@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rr.numerics import fp8
 from rr.run.cpu import run_cpu
 from rr.run.launch import write_launch
 from rr.synth import model
@@ -85,7 +86,7 @@ def test_host_inputs_come_from_the_noisy_frame():
     flat[..., 2] = 0.25
     tokens = model.image_channels(embed(flat, (4, 4)))
     assert np.all(tokens[..., :16] == tokens[0, 0, 0]) and np.all(tokens[..., 16:] == tokens[0, 0, 16])
-    assert float(model.nx.from_e4m3(tokens[0, 0, 16])) == 0.125  # (R - B) / 2
+    assert float(fp8.from_e4m3(tokens[0, 0, 16])) == 0.125  # (R - B) / 2
     assert np.all(downsample(flat, (4, 4)) == flat[:4, :4])
     a, b = noisy_frame((40, 24)), noisy_frame((40, 24))
     assert a.shape == (24, 40, 4) and np.array_equal(a, b) and not np.array_equal(a, noisy_frame((40, 24), 8))

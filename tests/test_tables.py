@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from rr import numerics as nx
 from rr import tables
+from rr.numerics import mufu
 
-SHIPPED = nx.MUFU_TABLES
+SHIPPED = mufu.MUFU_TABLES
 
 
 def _summed(name: str) -> np.ndarray:
@@ -88,12 +88,12 @@ def test_a_table_cached_from_another_version_of_the_shipped_file_is_removed(cach
 
 def test_the_mufu_functions_read_the_same_bits_through_the_cache(cache):
     x = np.float32([0.3, 1.7, 3.9, 1e-3, 7e4])
-    nx.mufu_table.cache_clear()  # the process's own memo: the tables come from rr.tables again
+    mufu.mufu_table.cache_clear()  # the process's own memo: the tables come from rr.tables again
     try:
-        uncached = [nx.rcp_approx(x), nx.rsqrt_approx(x), nx.ex2_approx(-x)]
+        uncached = [mufu.rcp_approx(x), mufu.rsqrt_approx(x), mufu.ex2_approx(-x)]
         assert len(list(cache.glob("*.npy"))) == 3  # they cached what they decoded
-        nx.mufu_table.cache_clear()
-        again = [nx.rcp_approx(x), nx.rsqrt_approx(x), nx.ex2_approx(-x)]
+        mufu.mufu_table.cache_clear()
+        again = [mufu.rcp_approx(x), mufu.rsqrt_approx(x), mufu.ex2_approx(-x)]
     finally:
-        nx.mufu_table.cache_clear()
+        mufu.mufu_table.cache_clear()
     assert all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(uncached, again))

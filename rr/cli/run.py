@@ -275,7 +275,7 @@ def add_parsers(sub) -> None:
     s.add_argument("-o", "--output", required=True, help="output directory (same format + run.json)")
     s.add_argument("--timeout", type=positive_seconds, default=120,
                    help="seconds before the run is killed (default: %(default)s)")
-    # rr.numerics.MMA_MODELS and DEFAULT_MMA, named here so that parsing imports no numpy (tested)
+    # rr.numerics.mma.MMA_MODELS and DEFAULT_MMA, named here so that parsing imports no numpy (tested)
     s.add_argument("--mma", choices=("exact", "sm_90"), default="sm_90",
                    help="the cpu backend's mma model: exact (the whole sum rounded once) or sm_90 (the H200's "
                         "two HMMA, docs/numerics.md); the run record names it (default: %(default)s)")

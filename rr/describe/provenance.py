@@ -475,11 +475,6 @@ class Dataflow:
         return Access(stmt, space, base, offset, lane_bytes, tuple(sorted(terms.items())),
                       _bytes(s.opcode, data))
 
-    def pointer_base(self, stmt: int) -> str | None:
-        """The parameter pointer (`param+N`) a memory access's address derives from."""
-        acc = self.access(stmt)
-        return acc.base if acc is not None else None
-
     def store_epoch(self, load: int) -> list[int]:
         """The shared stores a shared load at statement `load` reads: those after the last barrier
         before it (a warp's own staging), else the last run of stores that a barrier closes."""

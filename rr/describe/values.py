@@ -121,9 +121,6 @@ class Value:
                 out[key] = cmap(lambda x, y, z: x + y * z, out.get(key, 0), a, b)
         return Value.of(out)
 
-    def at_lane(self, lane: int) -> "Value":
-        return Value.of({f: lanes(c)[lane] for f, c in self.terms})
-
 
 class Ranges:
     """The interval each factor can take, for deciding which bits of a value may be set."""

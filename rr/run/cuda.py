@@ -1,11 +1,12 @@
-"""The CUDA backend: one launch of a launch description on the GPU through cupy's driver API.
+"""The CUDA backend: a launch description, or a frame's launches in turn (rr.run.frame), on the GPU
+through cupy's driver API.
 
 The module (cubin or PTX) is loaded with `moduleLoadData`, the parameter block is built from
 `launch.json` and passed to `launchKernel` as an array of pointers to the parameter images, global
 buffers are device copies, textures and surfaces are RGBA16F CUDA arrays with texture (point
 sampling, clamp addressing) and surface objects. Every buffer the kernel may write (`out`,
-`inout`) is copied back. Runs in the child process of `rr.run.isolate`, so a fault cannot take the
-caller down.
+`inout`) is copied back. Runs in the child process of a run (rr.run.child), so a fault cannot take
+the caller down.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rr.run.frame import Frame, is_frame, load_frame_buffers, read_frame
 from rr.run.gpus import visible_gpus
 from rr.run.launch import Launch, load_buffers, module_image, param_images, read_launch
 
@@ -101,8 +103,6 @@ class Resident:
         rr.run.frame.read_frame and rr.run.launch.read_launch check them the first time, and
         again only once a file in it changed (a 4K frame's frame.json took 9 ms, and a job read
         its directories several times)."""
-        from rr.run.frame import is_frame, read_frame
-
         try:
             key = directory_identity(directory)
         except OSError:  # no such directory: the readers say so
@@ -393,3 +393,55 @@ def run_cuda(directory: str | Path, resident: Resident | None = None,
               "times_ms": {"prepare": (t1 - t0) * 1e3, "launch_and_sync": (t2 - t1) * 1e3,
                            "copy_back": (time.perf_counter() - t2) * 1e3}}
     return record, outputs, equal
+
+
+class PreparedFrame:
+    """Every layer of a frame made ready on the device over one set of resident buffers;
+    `launch_async` runs the whole frame (timing), `outputs` copies every buffer back."""
+
+    def __init__(self, directory: str | Path, frame: Frame | None = None, arrays: dict | None = None,
+                 device=None):
+        self.directory = Path(directory)
+        self.frame = frame or read_frame(directory)
+        self.device = device or DeviceBuffers(arrays if arrays is not None else load_frame_buffers(directory, self.frame))
+        self.layers = [PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers]
+
+    def launch_async(self, stream: int = 0) -> None:
+        for p in self.layers:
+            p.launch_async(stream)
+
+    def outputs(self, skip=()) -> dict[str, np.ndarray]:
+        return {name: self.device.copy_back(name) for name in self.frame.buffers if name not in skip}
+
+
+def run_frame_cuda(directory: str | Path, resident=None,
+                   reference: str | Path | None = None) -> tuple[dict, dict[str, np.ndarray], set[str]]:
+    """The frame on the GPU: each layer launched and synchronised in turn (a fault names its
+    layer), the buffers on the device throughout, copied back at the end but for those equal to
+    `reference`'s files (the third of what it returns, as run_cuda's)."""
+    from cupy.cuda import runtime
+
+    info = device_info()
+    resident = resident or Resident()
+    t0 = time.perf_counter()
+    frame, _, arrays, sources = read_resident(directory, resident)
+    prepared = PreparedFrame(directory, frame, device=DeviceBuffers(dict(arrays), sources))
+    t1 = time.perf_counter()
+    layers = []
+    first = prepared.frame.first()
+    for lyr, p in list(zip(prepared.frame.layers, prepared.layers))[first:]:
+        start = time.perf_counter()
+        try:
+            p.launch_async()
+            runtime.deviceSynchronize()
+        except Exception as e:
+            raise RuntimeError(f"layer {lyr.layer}: {type(e).__name__}: {e}") from e
+        layers.append({"layer": lyr.layer, "times_ms": {"launch_and_sync": (time.perf_counter() - start) * 1e3}})
+    t2 = time.perf_counter()
+    equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in frame.buffers.items()},
+                            reference, resident)
+    outputs = prepared.outputs(skip=equal)
+    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
+            "start": prepared.frame.start, "device": info, "resident": dict(resident.counts),
+            "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
+                                           "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs, equal

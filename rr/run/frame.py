@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.io import resolved
 from rr.run.launch import (Buffer, Field, Launch, LaunchError, check_module, copy_file, link_or_copy, load_buffer,
                            parse_launch, save_buffer, save_outputs)
 from rr.validation import InvalidInput
@@ -260,11 +259,11 @@ REFERENCE_DIR = "reference"
 def run_frame_cpu(directory: str | Path, progress: bool = False,
                   mma: str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """Every layer on the cpu backend, in order, on one set of arrays, with the `mma` model named
-    (rr.numerics.MMA_MODELS): (record, buffers after)."""
-    from rr import numerics as nx
+    (rr.numerics.mma.MMA_MODELS): (record, buffers after)."""
+    from rr.numerics.mma import DEFAULT_MMA
     from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu_launch
 
-    mma = mma or nx.DEFAULT_MMA
+    mma = mma or DEFAULT_MMA
     directory = Path(directory)
     frame = read_frame(directory)
     arrays = load_frame_buffers(directory, frame)
@@ -302,62 +301,6 @@ def _as_in_reference(reference: Path, frame: Frame, lyr: FrameLayer, arrays: dic
                               load_buffer(reference / frame.buffers[name].file).view(np.uint8)):
             return False
     return True
-
-
-class PreparedFrame:
-    """Every layer of a frame made ready on the device over one set of resident buffers;
-    `launch_async` runs the whole frame (timing), `outputs` copies every buffer back."""
-
-    def __init__(self, directory: str | Path, frame: Frame | None = None, arrays: dict | None = None,
-                 device=None):
-        from rr.run.cuda import DeviceBuffers, PreparedLaunch
-
-        self.directory = Path(directory)
-        self.frame = frame or read_frame(directory)
-        self.device = device or DeviceBuffers(arrays if arrays is not None else load_frame_buffers(directory, self.frame))
-        self.layers = [PreparedLaunch(directory, lyr.launch, self.device) for lyr in self.frame.layers]
-
-    def launch_async(self, stream: int = 0) -> None:
-        for p in self.layers:
-            p.launch_async(stream)
-
-    def outputs(self, skip=()) -> dict[str, np.ndarray]:
-        return {name: self.device.copy_back(name) for name in self.frame.buffers if name not in skip}
-
-
-def run_frame_cuda(directory: str | Path, resident=None,
-                   reference: str | Path | None = None) -> tuple[dict, dict[str, np.ndarray], set[str]]:
-    """The frame on the GPU: each layer launched and synchronised in turn (a fault names its
-    layer), the buffers on the device throughout, copied back at the end but for those equal to
-    `reference`'s files (the third of what it returns; rr.run.cuda.run_cuda)."""
-    from cupy.cuda import runtime
-
-    from rr.run.cuda import DeviceBuffers, Resident, device_info, equal_on_device, read_resident
-
-    info = device_info()
-    resident = resident or Resident()
-    t0 = time.perf_counter()
-    frame, _, arrays, sources = read_resident(directory, resident)
-    prepared = PreparedFrame(directory, frame, device=DeviceBuffers(dict(arrays), sources))
-    t1 = time.perf_counter()
-    layers = []
-    first = prepared.frame.first()
-    for lyr, p in list(zip(prepared.frame.layers, prepared.layers))[first:]:
-        start = time.perf_counter()
-        try:
-            p.launch_async()
-            runtime.deviceSynchronize()
-        except Exception as e:
-            raise RuntimeError(f"layer {lyr.layer}: {type(e).__name__}: {e}") from e
-        layers.append({"layer": lyr.layer, "times_ms": {"launch_and_sync": (time.perf_counter() - start) * 1e3}})
-    t2 = time.perf_counter()
-    equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in frame.buffers.items()},
-                            reference, resident)
-    outputs = prepared.outputs(skip=equal)
-    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
-            "start": prepared.frame.start, "device": info, "resident": dict(resident.counts),
-            "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
-                                           "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs, equal
 
 
 def write_frame_outputs(out: Path, directory: Path, outputs: dict[str, np.ndarray],

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 from rr.io import atomic_dir, json_text
+from rr.run.child import IO_ERROR_EXIT, os_message, remove_files
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
-from rr.run.launch import LaunchError, read_launch, write_launch
+from rr.run.launch import LaunchError, read_launch
 
 STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error", "resource")
-IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
 
 
 def _child(args: list[str], gpu: str | None, timeout_s: float):
@@ -76,18 +76,14 @@ def _bad_launches(backend: str, *directories) -> dict | None:
         except LaunchError as e:
             return {"status": e.status, "backend": backend, "message": str(e)}
         except OSError as e:
-            return {"status": "io_error", "backend": backend, "message": _os_message(e)}
+            return {"status": "io_error", "backend": backend, "message": os_message(e)}
     return None
-
-
-def _os_message(e: OSError) -> str:
-    return f"{e.filename}: {e.strerror or e}" if e.filename is not None else str(e.strerror or e)
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
                  timeout_s: float = 120, mma: str | None = None, reference: str | Path | None = None) -> dict:
     """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
-    the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own). `reference`: a
+    the cpu backend's mma model (rr.numerics.mma.MMA_MODELS; the GPU has its own). `reference`: a
     capture of the unspliced launch or frame; the outputs equal to its buffers are hard links to
     its files (`linked_to_reference` in the record: rr.run.launch.save_outputs)."""
     launch_dir, out_dir = Path(launch_dir), Path(out_dir)
@@ -112,32 +108,14 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
         record["gpu"] = gpu
         record["wall_ms"] = (time.perf_counter() - t0) * 1e3
         if record["status"] != "ok":
-            _remove_files(tmp)  # a failed run leaves no partial buffers
+            remove_files(tmp)  # a failed run leaves no partial buffers
         (tmp / "run.json").write_text(json_text(record))
     return record
-
-
-def _remove_files(directory: Path) -> None:
-    for p in directory.iterdir():
-        if p.is_file():
-            p.unlink()
 
 
 def _device_for(backend: str):
     """A claimed GPU for the cuda backend; nothing to claim for the others."""
     return claimed_gpu() if backend == "cuda" else contextlib.nullcontext()
-
-
-def _write_record(path: Path, record: dict, code: int) -> int:
-    """The child's record; if even that cannot be written (a full disk), its reason on stderr and
-    IO_ERROR_EXIT, which the parent turns into the io_error record."""
-    try:
-        Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
-    except OSError as e:
-        Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
-        print(record.get("message") if record["status"] == "io_error" else _os_message(e), file=sys.stderr)
-        return IO_ERROR_EXIT
-    return code
 
 
 def time_isolated(reference: str | Path, other: str | Path, noise_target: float = 0.005,
@@ -159,112 +137,3 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
         return {"status": "timeout", "message": "timing did not finish; its process was killed"}
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
-
-
-def child_time(reference: str, other: str, out: str, noise_target: str, time_limit_s: str,
-               backend: str, resident=None) -> int:
-    from rr.run.cuda import NoDevice, device_info
-
-    def finish(record: dict, code: int) -> int:
-        return _write_record(Path(out), record, code)
-
-    if backend == "cpu":
-        return finish({"status": "unsupported", "backend": "cpu",
-                       "message": "the cpu backend gives no timing: times are only measured on a GPU"}, 4)
-    try:
-        device_info()
-    except NoDevice as e:
-        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
-    from rr.run.timing import AllThrottled, time_pair
-
-    try:
-        record = time_pair(reference, other, float(noise_target), float(time_limit_s), resident=resident)
-    except AllThrottled as e:
-        return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
-    except LaunchError as e:  # a launch, frame or buffer file that does not read
-        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
-    except OSError as e:
-        return finish({"status": "io_error", "backend": "cuda", "message": _os_message(e)}, IO_ERROR_EXIT)
-    except Exception as e:  # a faulting kernel
-        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
-    return finish(record, 0)
-
-
-def child_dispatch(args: list[str], resident=None) -> int:
-    """The child's command line (rr.run.child), whether a fresh process or the worker runs it:
-    `time REFERENCE OTHER OUT NOISE LIMIT BACKEND`, else `BACKEND LAUNCH OUT [MMA [REFERENCE]]`
-    (an empty MMA or REFERENCE: none given). `resident`: the worker's rr.run.cuda.Resident, which
-    keeps the buffers on the device from one job to the next (a fresh child makes its own)."""
-    if args[0] == "time":
-        return child_time(*args[1:7], resident=resident)
-    return child_main(*args[:3], *(a or None for a in args[3:5]), resident=resident)
-
-
-def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = None,
-               reference: str | None = None, resident=None) -> int:
-    """Entry point of the child process: run, write buffers (those equal to `reference`'s as links
-    to its files) and run.json into out_dir."""
-    out = Path(out_dir)
-
-    def finish(record: dict, code: int) -> int:
-        return _write_record(out / "run.json", record, code)
-
-    try:
-        return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference, resident)
-    except LaunchError as e:  # a launch or buffer file that does not read
-        return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
-    except OSError as e:  # a full disk, a file it may not read
-        _remove_files(out)  # what was written of the outputs, so that the record still fits
-        return finish({"status": "io_error", "backend": backend,
-                       "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
-
-
-def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None,
-               reference: str | None = None, resident=None) -> int:
-    from rr.run.cuda import NoDevice
-    from rr.run.frame import is_frame, run_frame_cpu, run_frame_cuda, write_frame_outputs
-
-    frame = is_frame(launch_dir)
-    # the worker's Resident has read the directory already (and its jobs read it again and again)
-    described = resident.described(launch_dir) if resident is not None else (None, None)
-    launch = None if frame else (described[1] or read_launch(launch_dir))
-    if backend == "cpu":
-        from rr.ptx.errors import ParseError
-        from rr.run.cpu import CpuUnsupported, ExecutionError, ResourceLimit, run_cpu
-
-        try:
-            record, outputs = (run_frame_cpu(launch_dir, progress=True, mma=mma) if frame
-                               else run_cpu(launch_dir, mma=mma, progress=True))
-            equal = set()
-        except CpuUnsupported as e:
-            return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
-        except ResourceLimit as e:  # a kernel that asks more memory than the interpreter allocates
-            return finish({"status": "resource", "backend": "cpu", "message": str(e)}, 4)
-        except MemoryError as e:  # what the bound does not cover (the registers): the allocation numpy names
-            return finish({"status": "resource", "backend": "cpu",
-                           "message": f"the cpu backend ran out of memory: {e or 'MemoryError'}"}, 4)
-        except ParseError as e:  # a module that is not PTX: what the driver would refuse to load
-            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
-        except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
-            return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
-    elif backend == "cuda":
-        try:
-            from rr.run.cuda import run_cuda
-
-            record, outputs, equal = (run_frame_cuda if frame else run_cuda)(launch_dir, resident, reference)
-        except NoDevice as e:
-            return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
-        except (LaunchError, OSError):
-            raise
-        except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
-            return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
-    else:
-        return finish({"status": "bad_launch", "backend": backend,
-                       "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
-    if frame:
-        written = write_frame_outputs(out, launch_dir, outputs, reference, equal, described[0])
-    else:
-        written = write_launch(out, launch, outputs, launch_dir / launch.module, reference, equal)
-    return finish({**record, **written}, 0)
-
-

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import fp8
+from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS, MmaModel
 from rr.run import fragments
 
 
@@ -28,16 +29,16 @@ def ulp_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def largest_term_ulp(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Per output element, the f16 ulp of the largest |a_k·b_k| or |c|: the scale at which an
     accumulator that aligns its terms to the largest one rounds."""
-    prod = np.abs(nx.e4m3_values(a)[..., :, :, None] * nx.e4m3_values(b)[..., None, :, :]).max(axis=-2)
+    prod = np.abs(fp8.e4m3_values(a)[..., :, :, None] * fp8.e4m3_values(b)[..., None, :, :]).max(axis=-2)
     big = np.maximum(prod, np.abs(np.asarray(c, np.float16).astype(np.float64)))
     return np.spacing(np.minimum(big, 65504).astype(np.float16)).astype(np.float64)
 
 
-def replay(words: np.ndarray, record: dict, mma: nx.MmaModel | None = None) -> dict:
+def replay(words: np.ndarray, record: dict, mma: MmaModel | None = None) -> dict:
     """Every probed mma replayed by `mma` on the probed A, B, C, against the probed D: distances in
     ulps of the result, and in ulps of the largest term (which bounds an aligned accumulator's
     error even where the terms cancel and the result is small)."""
-    mma = mma or nx.MMA_MODELS[nx.DEFAULT_MMA]
+    mma = mma or MMA_MODELS[DEFAULT_MMA]
     words = words.reshape(-1, 32, words.shape[-1])
     total = same = worst = 0
     worst_term = 0.0

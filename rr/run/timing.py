@@ -216,8 +216,7 @@ class _Side:
         return self.buffers == other.buffers and all(self.arrays[n] is other.arrays[n] for n in self.buffers)
 
     def instance(self, device=None):
-        from rr.run.cuda import DeviceBuffers
-        from rr.run.frame import PreparedFrame
+        from rr.run.cuda import DeviceBuffers, PreparedFrame
 
         device = device or DeviceBuffers(dict(self.arrays), self.sources)
         if self.frame:

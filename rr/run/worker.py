@@ -266,7 +266,7 @@ def _ended_if_client_goes(conn: socket.socket, base: Path, argv: list[str]):
 def _job(conn: socket.socket, resident, base: Path) -> int | None:
     """Read one job from `conn`, acknowledge it, run it with the worker's resident buffers (ending
     the worker if its client goes meanwhile), reply; its exit status (None: no job)."""
-    from rr.run.isolate import child_dispatch
+    from rr.run.child import child_dispatch
 
     request = conn.makefile("rb").readline()
     if not request.endswith(b"\n"):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rr import numerics as nx
 from rr.io import atomic_dir
+from rr.numerics import fp8
 from rr.synth import layout as L
 from rr.synth.family import NAMES, layer_spec, level_extents
 from rr.validation import cut
@@ -38,7 +38,7 @@ def weight_image(seed: int = WEIGHT_SEED, layer: str = "enc2") -> np.ndarray:
     for r in lay.regions:
         if r.kind == "e4m3":
             vals = rng.normal(0.0, r.gain / np.sqrt(r.fan_in), r.size)
-            w[r.offset:r.offset + r.size] = nx.to_e4m3(vals.astype(np.float16))
+            w[r.offset:r.offset + r.size] = fp8.to_e4m3(vals.astype(np.float16))
             continue
         n = r.size // 2
         if "gain" in r.name:
@@ -54,7 +54,7 @@ def weight_image(seed: int = WEIGHT_SEED, layer: str = "enc2") -> np.ndarray:
 def frame_inputs(ex: int, ey: int, seed: int = INPUT_SEED) -> tuple[np.ndarray, np.ndarray]:
     """enc2's inputs: (input image (ey, ex, 96) e4m3 bytes, texture (ey, ex, 4) float16)."""
     rng = np.random.default_rng(seed)
-    image = nx.to_e4m3(rng.normal(0.0, 1.0, (ey, ex, 96)).astype(np.float16))
+    image = fp8.to_e4m3(rng.normal(0.0, 1.0, (ey, ex, 96)).astype(np.float16))
     texture = rng.uniform(0.0, 1.0, (ey, ex, 4)).astype(np.float16)
     return image, texture
 
@@ -147,11 +147,6 @@ def layer_launch_spec(layer: str, extents: tuple[int, int], out_extents: tuple[i
                   fields=tuple(fields), buffers=buffers, layout="block", params_size=L.PARAM_BYTES)
 
 
-def launch_for(ex: int, ey: int, module: str = "kernel.ptx"):
-    """The launch description of enc2 over ceil(ex/8)×ceil(ey/8) windows, block (32, 1, 4)."""
-    return layer_launch_spec("enc2", (ex, ey), module=module)
-
-
 def default_out_extents(layer: str, extents: tuple[int, int]) -> tuple[int, int] | None:
     """For a layer launched on its own: the level below twice as wide (decoders), the frame four
     times as wide (dec0)."""
@@ -175,7 +170,7 @@ def layer_arrays(layer: str, extents: tuple[int, int], weights: np.ndarray, seed
         arrays = {}
         for name, (shape, dtype) in buffer_shapes(layer, extents, out_extents).items():
             if name in ("input", "skip"):
-                arrays[name] = nx.to_e4m3(rng.normal(0.0, 1.0, shape).astype(np.float16))
+                arrays[name] = fp8.to_e4m3(rng.normal(0.0, 1.0, shape).astype(np.float16))
             elif name in ("texture", "noisy"):
                 arrays[name] = rng.uniform(0.0, 1.0, shape).astype(np.float16)
     for name, (shape, dtype) in buffer_shapes(layer, extents, out_extents).items():
@@ -184,10 +179,6 @@ def layer_arrays(layer: str, extents: tuple[int, int], weights: np.ndarray, seed
         elif name not in arrays:
             arrays[name] = np.zeros(shape, dtype)
     return arrays
-
-
-def launch_arrays(ex: int, ey: int, weights: np.ndarray, seed: int = INPUT_SEED) -> dict[str, np.ndarray]:
-    return layer_arrays("enc2", (ex, ey), weights, seed)
 
 
 def model_inputs(layer: str, arrays: dict[str, np.ndarray], launch=None):

@@ -4,7 +4,7 @@ stage by stage, for every block at once.
 Every step rounds where the PTX rounds (`rr.numerics`: f16 operations, e4m3 packs with satfinite,
 the `.approx` f32 functions) and reduces in the PTX's order (the in-lane tree, then the two
 butterfly steps, then the two halves). The `mma` accumulation is a parameter, by default the
-H200's own (`rr.numerics.DEFAULT_MMA`: the two HMMA of sm_90, bit-exact on the probes): with the
+H200's own (`rr.numerics.mma.DEFAULT_MMA`: the two HMMA of sm_90, bit-exact on the probes): with the
 CPU interpreter's model the two agree byte for byte, and both follow the GPU as far as the
 numerics model does (docs/numerics.md).
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import fp8, half, mufu
+from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS, MmaModel
 from rr.synth import layout as L
 from rr.synth.layout import GATHER_TAPS, LayerLayout, layer_layout
 
@@ -104,7 +105,7 @@ def from_fragment_order(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return _permute_slices(x, axis, L.SIGMA)
 
 
-def gemm(a: np.ndarray, b_frag: np.ndarray, c: np.ndarray, mma: nx.MmaModel) -> np.ndarray:
+def gemm(a: np.ndarray, b_frag: np.ndarray, c: np.ndarray, mma: MmaModel) -> np.ndarray:
     """D = A·B + C as a chain of k32 `mma` steps. `a` (…, M, K) e4m3 bytes in channel order,
     `b_frag` (…, K, N) e4m3 bytes in fragment k order, `c` broadcastable to (…, M, N) f16."""
     a = to_fragment_order(a)
@@ -136,37 +137,49 @@ def planes_of(tokens: np.ndarray) -> np.ndarray:
 
 # -- epilogue arithmetic ---------------------------------------------------------------------------
 
+def pairwise(xs: list, op) -> object:
+    """Reduce a list by adding neighbours, level by level ((x0+x1), (x2+x3), …; an odd last one
+    is carried up): the in-lane reduction tree the engine's kernels use."""
+    xs = list(xs)
+    while len(xs) > 1:
+        nxt = [op(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)]
+        if len(xs) % 2:
+            nxt.append(xs[-1])
+        xs = nxt
+    return xs[0]
+
+
 def row_sum(x: np.ndarray) -> np.ndarray:
     """Σ over the last axis (C columns) in the kernel's order: column 8j+2t+e sits in lane t,
     half e, register j; in-lane tree over j, butterfly over t (bits 0 then 1), then the halves."""
     v = x.reshape(x.shape[:-1] + (x.shape[-1] // 8, 4, 2))
-    v = nx.pairwise([v[..., j, :, :] for j in range(v.shape[-3])], nx.add)  # (…, 4 lanes, 2 halves)
-    w = nx.add(v[..., 0, :], v[..., 1, :])  # lane 0 after the delta-1 step
-    w = nx.add(w, nx.add(v[..., 2, :], v[..., 3, :]))  # … and after delta 2
-    return nx.add(w[..., 0], w[..., 1])
+    v = pairwise([v[..., j, :, :] for j in range(v.shape[-3])], half.add)  # (…, 4 lanes, 2 halves)
+    w = half.add(v[..., 0, :], v[..., 1, :])  # lane 0 after the delta-1 step
+    w = half.add(w, half.add(v[..., 2, :], v[..., 3, :]))  # … and after delta 2
+    return half.add(w[..., 0], w[..., 1])
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
     """x · (rsqrt(Σx² + 2^-13) · gain): no mean, no 1/N (reference §3/E12)."""
-    s = nx.add(row_sum(nx.mul(x, x)), nx.f16(L.EPS))
-    inv = nx.f16(nx.rsqrt_approx(s.astype(np.float32)))
-    return nx.mul(x, nx.mul(inv[..., None], gain))
+    s = half.add(row_sum(half.mul(x, x)), half.f16(L.EPS))
+    inv = half.f16(mufu.rsqrt_approx(s.astype(np.float32)))
+    return half.mul(x, half.mul(inv[..., None], gain))
 
 
 def cubic_exponent(score: np.ndarray) -> np.ndarray:
     """E7(a): clamp(x·0.017181…, ±0.55615…), u = m·(0.927… − m²) + 1.375, then u's top mantissa
     bits moved into the exponent field: 2^(32·frac(u) − 15) to a 6-bit significand."""
-    m = nx.fmin(nx.fmax(nx.mul(score, nx.f16(np.float32(0.017186790704727173))), nx.f16(-0.55615234375)),
-                nx.f16(0.55615234375))
-    t = nx.fma(m, nx.neg(m), nx.f16(0.92724609375))
-    u = nx.fma(m, t, nx.f16(1.375))
-    return nx.from_bits16((nx.bits16(u).astype(np.uint32) << 5 & 0x7FE0).astype(np.uint16))
+    m = half.fmin(half.fmax(half.mul(score, half.f16(np.float32(0.017186790704727173))), half.f16(-0.55615234375)),
+                  half.f16(0.55615234375))
+    t = half.fma(m, half.neg(m), half.f16(0.92724609375))
+    u = half.fma(m, t, half.f16(1.375))
+    return half.from_bits16((half.bits16(u).astype(np.uint32) << 5 & 0x7FE0).astype(np.uint16))
 
 
 def softmax_no_max(score: np.ndarray) -> np.ndarray:
     e = cubic_exponent(score)
-    r = nx.f16(nx.rcp_approx(row_sum(e).astype(np.float32)))
-    return nx.mul(e, r[..., None])
+    r = half.f16(mufu.rcp_approx(row_sum(e).astype(np.float32)))
+    return half.mul(e, r[..., None])
 
 
 def clamped_cubic(x: np.ndarray) -> np.ndarray:
@@ -174,18 +187,19 @@ def clamped_cubic(x: np.ndarray) -> np.ndarray:
     mul.f16x2 → sub.f16x2 and mul.f16x2 → add.f16x2 carry no rounding modifier and each product
     has one reader, so ptxas makes each pair one HFMA2 (rr.run.cpu.program._contract): two fmas,
     the last product rounded alone."""
-    two = nx.f16(2.0)
-    y = nx.fmin(nx.fmax(x, nx.neg(two)), two)
-    s = nx.fma(nx.neg(nx.f16(np.float32(0.0810810774564743))), np.abs(y), nx.f16(np.float32(0.4121621549129486)))
-    g = nx.fma(y, s, nx.f16(0.5))
-    return nx.mul(x, g)
+    two = half.f16(2.0)
+    y = half.fmin(half.fmax(x, half.neg(two)), two)
+    s = half.fma(half.neg(half.f16(np.float32(0.0810810774564743))), np.abs(y),
+                 half.f16(np.float32(0.4121621549129486)))
+    g = half.fma(y, s, half.f16(0.5))
+    return half.mul(x, g)
 
 
 def sigmoid(v: np.ndarray) -> np.ndarray:
     """1/(1 + 2^(−log2e·v)) through ex2.approx and div.approx, rounded to f16."""
     f32 = np.float32
-    den = nx.add_ftz(nx.ex2_approx(nx.mul_ftz(v.astype(f32), f32(-1.4426950216293335))), f32(1))
-    return nx.f16(nx.div_approx(f32(1), den))
+    den = mufu.add_ftz(mufu.ex2_approx(mufu.mul_ftz(v.astype(f32), f32(-1.4426950216293335))), f32(1))
+    return half.f16(mufu.div_approx(f32(1), den))
 
 
 # -- the layer ------------------------------------------------------------------------------------
@@ -198,10 +212,10 @@ def _slots(x0: np.ndarray, y0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x0[..., None] + dx, y0[..., None] + dy
 
 
-def forward(inp: LayerInputs, mma: nx.MmaModel | None = None) -> dict[str, np.ndarray]:
+def forward(inp: LayerInputs, mma: MmaModel | None = None) -> dict[str, np.ndarray]:
     """Run the layer; returns the final contents of every buffer it writes, by the parameter
     block's names: arena, half_out (encoders) or expanded (decoders), surface0–2 (dec0: frame)."""
-    mma = mma or nx.MMA_MODELS[nx.DEFAULT_MMA]
+    mma = mma or MMA_MODELS[DEFAULT_MMA]
     lay = layer_layout(inp.layer)
     spec = lay.spec
     C, S = spec.channels, spec.slices
@@ -220,12 +234,12 @@ def forward(inp: LayerInputs, mma: nx.MmaModel | None = None) -> dict[str, np.nd
 
     def slots_of(image):
         chan = image_channels(image)  # (ey, ex, C) bytes in channel order
-        return np.where(inside[..., None], nx.from_e4m3(chan[np.clip(sy, 0, ey - 1), np.clip(sx, 0, ex - 1)]),
+        return np.where(inside[..., None], fp8.from_e4m3(chan[np.clip(sy, 0, ey - 1), np.clip(sx, 0, ex - 1)]),
                         np.float16(0))
     x = slots_of(inp.image)
     if spec.skip:
-        x = nx.add(x, slots_of(inp.skip))
-    xq = nx.to_e4m3(rms_norm(x, f16_vector(W, lay.prologue_gain, C)))
+        x = half.add(x, slots_of(inp.skip))
+    xq = fp8.to_e4m3(rms_norm(x, f16_vector(W, lay.prologue_gain, C)))
 
     heads = []
     for z in range(L.HEADS):
@@ -237,22 +251,22 @@ def forward(inp: LayerInputs, mma: nx.MmaModel | None = None) -> dict[str, np.nd
             sl = rows[..., 32 * s:32 * s + 32]
             kp = gemm(sl, b_operand(W, lay.kv[2 * s], slab, lay), kp, mma)
             vp = gemm(sl, b_operand(W, lay.kv[2 * s + 1], slab, lay), vp, mma)
-        kq = nx.to_e4m3(kp)  # (…, 96, 32)
+        kq = fp8.to_e4m3(kp)  # (…, 96, 32)
         score = gemm(kq[..., :64, :], to_fragment_order(kq, -1).swapaxes(-1, -2), score_bias(W, z, lay), mma)
-        p = nx.to_e4m3(softmax_no_max(score))
-        vq = to_fragment_order(nx.to_e4m3(vp), -2)
+        p = fp8.to_e4m3(softmax_no_max(score))
+        vq = to_fragment_order(fp8.to_e4m3(vp), -2)
         heads.append(gemm(p, vq, zero, mma))  # (…, 64, 32)
 
     # output projection with the input skip, RMS norm, the MLP band with its residual chain
-    y = nx.add(f16_vector(W, lay.skip_table, C), x[..., :64, :])
+    y = half.add(f16_vector(W, lay.skip_table, C), x[..., :64, :])
     for h in range(L.HEADS):
-        y = gemm(nx.to_e4m3(heads[h]), b_operand(W, lay.proj[h], 0, lay), y, mma)
-    nq = nx.to_e4m3(rms_norm(y, f16_vector(W, lay.band_gain, C)))
-    r = nx.add(f16_vector(W, lay.residual_table, C), y)
+        y = gemm(fp8.to_e4m3(heads[h]), b_operand(W, lay.proj[h], 0, lay), y, mma)
+    nq = fp8.to_e4m3(rms_norm(y, f16_vector(W, lay.band_gain, C)))
+    r = half.add(f16_vector(W, lay.residual_table, C), y)
     for odd, even in lay.band:
         d = gemm(nq, b_operand(W, odd, 0, lay), f16_vector(W, lay.phases[odd].bias_offset, 32), mma)
-        r = gemm(nx.to_e4m3(clamped_cubic(d)), b_operand(W, even, 0, lay), r, mma)
-    rq = nx.to_e4m3(r)  # (gy, gx, 64, C)
+        r = gemm(fp8.to_e4m3(clamped_cubic(d)), b_operand(W, even, 0, lay), r, mma)
+    rq = fp8.to_e4m3(r)  # (gy, gx, 64, C)
 
     out = {}
     win_x, win_y = sx[..., :64], sy[..., :64]
@@ -280,17 +294,17 @@ def _merge(lay: LayerLayout, W, rq, x0, y0, ex, ey, mma) -> np.ndarray:
     merged = np.concatenate([rq[..., (2 * (r_ >> 2) + dy) * 8 + 2 * (r_ & 3) + dx, :]
                              for dy in (0, 1) for dx in (0, 1)], axis=-1)  # (…, 16, 4C)
     hx, hy = ex >> 1, ey >> 1
-    half = np.zeros((lay.merge_planes, hy, hx, 32), dtype=np.uint8)
+    merged_out = np.zeros((lay.merge_planes, hy, hx, 32), dtype=np.uint8)
     mx_, my_ = (x0 >> 1)[..., None] + (r_ & 3), (y0 >> 1)[..., None] + (r_ >> 2)
     m_in = (mx_ >= 0) & (mx_ < hx) & (my_ >= 0) & (my_ < hy)
     ph = lay.phases[lay.merge]
     bias = f16_vector(W, ph.bias_offset, 32)
     for p in range(lay.merge_planes):
         d = gemm(merged, b_operand(W, lay.merge, ph.b_slab * p, lay), bias, mma)
-        half[p, my_[m_in], mx_[m_in]] = stored_planes(nx.to_e4m3(d))[..., 0, :][m_in]
+        merged_out[p, my_[m_in], mx_[m_in]] = stored_planes(fp8.to_e4m3(d))[..., 0, :][m_in]
     if spec.token_output:  # tokens of C' bytes: plane p at bytes 32p…32p+31
-        half = np.moveaxis(half, 0, 2).reshape(hy, hx, spec.next_channels)
-    return half
+        merged_out = np.moveaxis(merged_out, 0, 2).reshape(hy, hx, spec.next_channels)
+    return merged_out
 
 
 def _child_bounds(inp: LayerInputs) -> tuple[int, int]:
@@ -313,7 +327,7 @@ def _expand(lay: LayerLayout, W, rq, win_x, win_y, inp: LayerInputs, mma) -> np.
             d = gemm(rq, b_operand(W, lay.merge, ph.b_slab * (4 * p + q), lay), bias, mma)  # (…, 64, 32)
             cx, cy = 2 * win_x + (q & 1), 2 * win_y + (q >> 1)
             ok = (cx >= 0) & (cx < xl) & (cy >= 0) & (cy < yl)
-            out[p, cy[ok], cx[ok]] = stored_planes(nx.to_e4m3(d))[..., 0, :][ok]
+            out[p, cy[ok], cx[ok]] = stored_planes(fp8.to_e4m3(d))[..., 0, :][ok]
     return out
 
 
@@ -323,13 +337,13 @@ def _weights_and_sigma(d38: np.ndarray):
     logits = [d38[..., 2 * i] for i in range(5)]
     mx = logits[0]
     for v in logits[1:]:
-        mx = nx.fmax(mx, v)
-    exps = [nx.ex2_approx(nx.mul_ftz(nx.sub(v, mx).astype(f32), f32(1.4426950216293335))) for v in logits]
+        mx = half.fmax(mx, v)
+    exps = [mufu.ex2_approx(mufu.mul_ftz(half.sub(v, mx).astype(f32), f32(1.4426950216293335))) for v in logits]
     total = exps[0]
     for e in exps[1:]:
-        total = nx.add_ftz(total, e)
-    inv = nx.div_approx(f32(1), total)
-    return [nx.f16(nx.mul_ftz(e, inv)) for e in exps], sigmoid(d38[..., 10])
+        total = mufu.add_ftz(total, e)
+    inv = mufu.div_approx(f32(1), total)
+    return [half.f16(mufu.mul_ftz(e, inv)) for e in exps], sigmoid(d38[..., 10])
 
 
 def _neighbours(v: np.ndarray, ext: int) -> dict[int, np.ndarray]:
@@ -351,7 +365,7 @@ def _gather(texture: np.ndarray, cx: dict, cy: dict, wts: list) -> np.ndarray:
     for wt, taps in zip(wts, GATHER_TAPS):
         for dx, dy in taps:
             texel = fetch(texture, cy[dy], cx[dx])
-            acc = nx.mul(wt[..., None], texel) if acc is None else nx.fma(wt[..., None], texel, acc)
+            acc = half.mul(wt[..., None], texel) if acc is None else half.fma(wt[..., None], texel, acc)
     return acc
 
 
@@ -363,8 +377,8 @@ def _final_epilogue(lay: LayerLayout, d38, inp: LayerInputs, px, py, ex, ey) -> 
     if spec.final:
         return {"frame": _frame(inp, wts, sig, px, py, inside)}
     acc = _gather(inp.texture, _neighbours(px, ex), _neighbours(py, ey), wts)
-    prod = nx.mul(sig[..., None], acc[..., :3])
-    diff = nx.sub(acc[..., :3], prod)
+    prod = half.mul(sig[..., None], acc[..., :3])
+    diff = half.sub(acc[..., :3], prod)
     s0_img = np.zeros((ey, ex, 4), dtype=np.float16)
     s1_img = np.zeros((ey, ex, 4), dtype=np.float16)
     s0_img[py[inside], px[inside]] = np.concatenate([diff, acc[..., 3:]], -1)[inside]
@@ -380,13 +394,13 @@ def _final_epilogue(lay: LayerLayout, d38, inp: LayerInputs, px, py, ex, ey) -> 
                 ok = inside & (cx < xl) & (cy < yl)
                 s2_img[cy[ok], cx[ok]] = with_zero[ok]
         return {"surface0": s0_img, "surface1": s1_img, "surface2": s2_img}
-    q = nx.mul(diff, nx.f16(0.25))  # (gy, gx, 64, 3)
+    q = half.mul(diff, half.f16(0.25))  # (gy, gx, 64, 3)
     # shfl.down 1 then 8 inside each warp of 32 pixels (a source lane past 31 gives its own value)
     lane = np.arange(64) % 32
     idx1 = np.where(lane + 1 <= 31, np.arange(64) + 1, np.arange(64))
-    v = nx.add(q, q[..., idx1, :])
+    v = half.add(q, q[..., idx1, :])
     idx8 = np.where(lane + 8 <= 31, np.arange(64) + 8, np.arange(64))
-    v = nx.add(v, v[..., idx8, :])
+    v = half.add(v, v[..., idx8, :])
     # E38 writes every even pixel's sum; the surface keeps what falls inside it
     hy, hx = inp.surface2_shape or (ey >> 1, ex >> 1)
     even = inside & ((px | py) & 1 == 0) & ((px >> 1) < hx) & ((py >> 1) < hy)
@@ -406,8 +420,8 @@ def _frame(inp: LayerInputs, wts, sig, px, py, inside) -> np.ndarray:
             X, Y = 4 * px + c, 4 * py + r
             acc = _gather(inp.texture, _neighbours(X, fw), _neighbours(Y, fh), wts)
             # σ·acc has one reader here (the layers above also store it): ptxas fuses the pair
-            diff = nx.fma(nx.neg(sig[..., None]), acc[..., :3], acc[..., :3])
-            fin = nx.fma(sig[..., None], coarse[..., :3], diff)
+            diff = half.fma(half.neg(sig[..., None]), acc[..., :3], acc[..., :3])
+            fin = half.fma(sig[..., None], coarse[..., :3], diff)
             ok = inside & (X < fw) & (Y < fh)
             frame[Y[ok], X[ok]] = np.concatenate([fin, acc[..., 3:]], -1)[ok]
     return frame

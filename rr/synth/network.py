@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import fp8
+from rr.numerics.mma import MmaModel
 from rr.synth import model
 from rr.synth.family import LAYERS, layer_spec, level_extents
 from rr.synth.inputs import INPUT_SEED, WEIGHT_SEED, buffer_shapes, layer_launch_spec, model_inputs, weight_image
@@ -159,7 +160,7 @@ def embed(noisy: np.ndarray, extents: tuple[int, int]) -> np.ndarray:
     px = _patches(noisy, extents)
     luma = (px[..., 0] + 2 * px[..., 1] + px[..., 2]) / 4
     chroma = (px[..., 0] - px[..., 2]) / 2
-    tokens = nx.to_e4m3(np.concatenate([luma, chroma], -1).astype(np.float16))  # (ey, ex, 32) channel order
+    tokens = fp8.to_e4m3(np.concatenate([luma, chroma], -1).astype(np.float16))  # (ey, ex, 32) channel order
     return model.planes_of(tokens)
 
 
@@ -248,7 +249,7 @@ def place(buffer: np.ndarray, produced: np.ndarray, image: bool) -> np.ndarray:
     return out
 
 
-def network_model(arrays: dict[str, np.ndarray], layout: NetworkLayout, mma: nx.MmaModel | None = None,
+def network_model(arrays: dict[str, np.ndarray], layout: NetworkLayout, mma: MmaModel | None = None,
                   layers=None) -> dict[str, np.ndarray]:
     """Every buffer after the frame, each layer by `model.forward` in order (only those named in
     `layers`, if given, on the buffers as they are)."""

@@ -6,8 +6,9 @@ The module is decoded once (`program`), each statement compiled once into a clos
 (`semantics`), and the grid run a chunk of blocks at a time (`machine`), every thread of the chunk
 a lane of numpy arrays, as many blocks as the kernel's memory lets a chunk hold (`memory`: a
 kernel that asks more than its limit is a ResourceLimit, the run's `resource` status). The `mma`
-accumulation is a model from `rr.numerics.MMA_MODELS`; the record says which, since the GPU's
-tensor core rounds differently (docs/benchmarks.md).
+accumulation is a model from `rr.numerics.mma.MMA_MODELS`, by default the H200's own arithmetic
+(bit-exact on its probes; `exact` rounds the whole sum once, as the GPU does not): the record says
+which (docs/numerics.md).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS
 from rr.ptx._bulk import no_gc
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk
@@ -145,8 +146,8 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     for p, image in zip(program.kernel_params, param_images(launch, handles)):
         at = ctx.param_offsets[p.name]
         space[at:at + len(image)] = image
-    mma = mma or nx.DEFAULT_MMA
-    model = nx.MMA_MODELS[mma]
+    mma = mma or DEFAULT_MMA
+    model = MMA_MODELS[mma]
     module_globals = program.globals_image.copy()  # global memory: one image for every chunk of blocks
     t1 = time.perf_counter()
     unwritten: dict = {}

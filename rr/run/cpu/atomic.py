@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import rounding
 from rr.run.cpu.machine import BITS
 from rr.run.cpu.values import Unsupported, dests, type_bits
 
@@ -47,12 +47,12 @@ def _float_add(fmt: str, ftz: bool):
             dt = np.float32 if fmt == "f32" else np.float64
             x, y = np.asarray(old_bits).view(dt), np.asarray(v_bits).view(dt)
             if ftz:
-                x, y = nx.flush_subnormal(x), nx.flush_subnormal(y)
+                x, y = rounding.flush_subnormal(x), rounding.flush_subnormal(y)
             r = x + y
-            r = nx.flush_subnormal(r) if ftz else r
-            return nx.float_bits(r.astype(np.float64), fmt)
-        x, y = nx.float_value(old_bits, fmt), nx.float_value(v_bits, fmt)
-        return nx.float_bits(nx.round_float(x + y, fmt), fmt)  # exact in f64, rounded once
+            r = rounding.flush_subnormal(r) if ftz else r
+            return rounding.float_bits(r.astype(np.float64), fmt)
+        x, y = rounding.float_value(old_bits, fmt), rounding.float_value(v_bits, fmt)
+        return rounding.float_bits(rounding.round_float(x + y, fmt), fmt)  # exact in f64, rounded once
     return add
 
 
@@ -107,7 +107,7 @@ def serialise(kind: str, typ: str, init, b, c, seg_start, ftz: bool = False):
         if kind == "add" and typ in ("f32", "f64"):  # a running sum, rounded at every step
             dt = np.float32 if typ == "f32" else np.float64
             terms = np.concatenate([[cur], b[lo:hi]]).view(dt)
-            sums = np.cumsum(nx.flush_subnormal(terms) if ftz else terms, dtype=dt)
+            sums = np.cumsum(rounding.flush_subnormal(terms) if ftz else terms, dtype=dt)
             if not ftz or not np.any((sums != 0) & (np.abs(sums) < np.finfo(np.float32).tiny)):
                 old[lo:hi] = sums[:-1].view(b.dtype)
                 final[s] = sums[-1:].view(b.dtype)[0]

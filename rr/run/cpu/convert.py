@@ -3,14 +3,14 @@ f64) with the rounding the opcode names (.rn/.rz/.rm/.rp/.rna for the float resu
 .rmi/.rpi for an integral one), float -> integer saturation and NaN -> 0, integer .sat, .ftz,
 float .sat, .relu and .satfinite, the packed f16x2/bf16x2 pairs, and the fp8 packs of the engine's
 kernels. Each statement is compiled once into the narrowest closure its types allow; the
-rounding itself is `rr.numerics` (`round_float`, `round_integer`, `float_to_integer`).
+rounding itself is `rr.numerics.rounding` (`round_float`, `round_integer`, `float_to_integer`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import fp8, half, rounding
 from rr.run.cpu.machine import TYPES
 from rr.run.cpu.values import Unsupported, dests, extend_to_register, f16_lanes, f16x2_join, type_bits
 
@@ -28,8 +28,8 @@ def _source(ctx, operand, styp, op, ftz: bool):
         fmt = styp
 
         def value(m):
-            x = nx.float_value(raw(m), fmt)
-            return nx.flush_subnormal(x) if ftz else x
+            x = rounding.float_value(raw(m), fmt)
+            return rounding.flush_subnormal(x) if ftz else x
         return value
     return ctx.reader(operand, styp, op)
 
@@ -41,13 +41,13 @@ def _finish(dfmt, mods):
     gives +0 (the ISA does not say)."""
     steps = []
     if "ftz" in mods and dfmt == "f32":
-        steps.append(nx.flush_subnormal)
+        steps.append(rounding.flush_subnormal)
     if "sat" in mods:
         steps.append(lambda r: np.where(np.isnan(r) | (r <= 0), 0.0, np.minimum(r, 1.0)))
     if "relu" in mods:
         steps.append(lambda r: np.where(np.signbit(r) & ~np.isnan(r), 0.0, r))
     if "satfinite" in mods:
-        big = nx.max_finite(dfmt)
+        big = rounding.max_finite(dfmt)
         steps.append(lambda r: np.where(np.isinf(r), np.copysign(big, r), r))
 
     def finish(r):
@@ -59,20 +59,21 @@ def _finish(dfmt, mods):
 
 def to_float(styp: str, dfmt: str, mods: set):
     """The function value -> f64 of the destination format, for one source type."""
-    rnd = next((r for r in mods if r in nx.INTEGER_ROUNDING), None)
+    rnd = next((r for r in mods if r in rounding.INTEGER_ROUNDING), None)
     frnd = next((r for r in ("rn", "rz", "rm", "rp", "rna") if r in mods), "rn")
     finish = _finish(dfmt, mods)
-    p = nx.FLOAT_FORMATS[dfmt][0]
+    p = rounding.FLOAT_FORMATS[dfmt][0]
     if styp in FLOATS:
         if rnd is not None:  # same size: an integral value in the same format
-            integral = nx.INTEGER_ROUNDING[rnd]
-            return lambda x: finish(nx.round_float(np.where(np.isfinite(x), nx.ROUNDINGS[integral](x), x), dfmt))
+            integral = rounding.INTEGER_ROUNDING[rnd]
+            to_integral = rounding.ROUNDINGS[integral]
+            return lambda x: finish(rounding.round_float(np.where(np.isfinite(x), to_integral(x), x), dfmt))
         if "ftz" in mods and dfmt == "f32":  # the H200 flushes a value below f32's normals before rounding
-            return lambda x: finish(nx.round_float(nx.flush_subnormal(x), dfmt, frnd))
-        return lambda x: finish(nx.round_float(x, dfmt, frnd))
+            return lambda x: finish(rounding.round_float(rounding.flush_subnormal(x), dfmt, frnd))
+        return lambda x: finish(rounding.round_float(x, dfmt, frnd))
     if type_bits(styp) <= 32:  # exact in f64
-        return lambda v: finish(nx.round_float(np.asarray(v).astype(np.float64), dfmt, frnd))
-    return lambda v: finish(nx.round_float(nx.round_integer(v, p, frnd), dfmt, frnd))
+        return lambda v: finish(rounding.round_float(np.asarray(v).astype(np.float64), dfmt, frnd))
+    return lambda v: finish(rounding.round_float(rounding.round_integer(v, p, frnd), dfmt, frnd))
 
 
 def to_integer(styp: str, dtyp: str, mods: set):
@@ -80,12 +81,12 @@ def to_integer(styp: str, dtyp: str, mods: set):
     bits, signed = type_bits(dtyp), dtyp[0] == "s"
     dt = _IT[bits, signed]
     if styp in FLOATS:
-        rnd = next((r for r in mods if r in nx.INTEGER_ROUNDING), "rzi")
-        mode = nx.INTEGER_ROUNDING[rnd]
+        rnd = next((r for r in mods if r in rounding.INTEGER_ROUNDING), "rzi")
+        mode = rounding.INTEGER_ROUNDING[rnd]
         # NaN: the ISA says 0; the H200 gives 0 only from f32/f16/bf16 to at most 32 bits, and the
         # destination's sign bit alone from f64 or into 64 bits
         nan = 1 << (bits - 1) if styp == "f64" or bits == 64 else 0
-        return lambda x: nx.float_to_integer(x, bits, signed, mode, nan)
+        return lambda x: rounding.float_to_integer(x, bits, signed, mode, nan)
     src_signed = styp[0] == "s"
     if "sat" not in mods:  # sign or zero extension by the source, truncation to the destination
         wide = np.int64 if src_signed else np.uint64
@@ -115,18 +116,19 @@ def _packed_pair(op, parts, ctx, dtyp, mods):
     a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
     finish = _finish(fmt, mods)
 
-    def half(x):
-        return nx.float_bits(finish(nx.round_float(np.asarray(x).astype(np.float64), fmt, frnd)), fmt).astype(np.uint32)
+    def bits(x):
+        rounded = finish(rounding.round_float(np.asarray(x).astype(np.float64), fmt, frnd))
+        return rounding.float_bits(rounded, fmt).astype(np.uint32)
     if fmt == "f16" and frnd == "rn" and not mods & {"relu", "satfinite"}:  # numpy rounds f32 -> f16 to nearest even
         return lambda m, mask: m.put(d, f16x2_join(_f16(b(m)), _f16(a(m))), mask)
-    return lambda m, mask: m.put(d, half(b(m)) | (half(a(m)) << np.uint32(16)), mask)
+    return lambda m, mask: m.put(d, bits(b(m)) | (bits(a(m)) << np.uint32(16)), mask)
 
 
 def _f16(x):
     """`cvt.rn.f16.f32`: rounded to nearest even; a NaN becomes the canonical one."""
-    h = nx.f16(x)
+    h = half.f16(x)
     nan = np.isnan(x)
-    return np.where(nan, np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), h) if nan.any() else h
+    return np.where(nan, np.uint16(rounding.CANONICAL_NAN["f16"]).view(np.float16), h) if nan.any() else h
 
 
 def _fp8(op, parts, ctx, dtyp, styp, mods):
@@ -134,7 +136,7 @@ def _fp8(op, parts, ctx, dtyp, styp, mods):
     d = dests(op.operands[0])[0]
     relu = (lambda h: np.where(h < 0, np.float16(0), h)) if "relu" in mods else (lambda h: h)
     if dtyp in ("e4m3x2", "e5m2x2"):
-        to8 = nx.to_e4m3 if dtyp == "e4m3x2" else nx.to_e5m2
+        to8 = fp8.to_e4m3 if dtyp == "e4m3x2" else fp8.to_e5m2
         if styp == "f16x2":
             a = ctx.reader(op.operands[1], "f16x2", op)
 
@@ -146,10 +148,10 @@ def _fp8(op, parts, ctx, dtyp, styp, mods):
         # two f32: a -> the upper byte. Rounding f32 -> f16 -> fp8 could round twice; fp8's 2-3
         # mantissa bits against f16's 10 make that innocuous except at f16 subnormals.
         a, b = ctx.reader(op.operands[1], "f32", op), ctx.reader(op.operands[2], "f32", op)
-        return lambda m, mask: m.put(d, to8(relu(nx.f16(b(m)))).astype(np.uint16)
-                                     | (to8(relu(nx.f16(a(m)))).astype(np.uint16) << np.uint16(8)), mask)
+        return lambda m, mask: m.put(d, to8(relu(half.f16(b(m)))).astype(np.uint16)
+                                     | (to8(relu(half.f16(a(m)))).astype(np.uint16) << np.uint16(8)), mask)
     if dtyp == "f16x2" and styp in ("e4m3x2", "e5m2x2"):
-        from8 = nx.from_e4m3 if styp == "e4m3x2" else nx.from_e5m2
+        from8 = fp8.from_e4m3 if styp == "e4m3x2" else fp8.from_e5m2
         a = ctx.reader(op.operands[1], "b16", op)
 
         def run(m, mask):  # a halfword's (low, high) bytes → the word's (low, high) f16
@@ -183,11 +185,11 @@ def compile_cvt(op, parts, ctx):
         convert, fmt = to_float(styp, dtyp, mods), dtyp
         nan = _nan_rule(styp, dtyp, mods)
         if nan is None:
-            return lambda m, mask: m.put(d, nx.float_bits(convert(src(m)), fmt), mask)
+            return lambda m, mask: m.put(d, rounding.float_bits(convert(src(m)), fmt), mask)
 
         def run(m, mask):
             x = src(m)
-            r = nx.float_bits(convert(x), fmt)
+            r = rounding.float_bits(convert(x), fmt)
             m.put(d, np.where(np.isnan(x), nan(x), r), mask)
         return run
     convert = to_integer(styp, dtyp, mods)
@@ -207,11 +209,11 @@ def _nan_rule(styp: str, dtyp: str, mods: set):
     if dtyp == "tf32":
         if "satfinite" in mods:
             return lambda x: np.uint32(0x7FBFE000)
-        return lambda x: nx.quiet_nan_bits(x, "tf32")
+        return lambda x: rounding.quiet_nan_bits(x, "tf32")
     if "ftz" in mods and styp == "f32" and dtyp == "f64":
         return lambda x: np.uint64(0x7FFFFFFFE0000000)  # the canonical f32 NaN, widened
     if styp == "f64" or dtyp == "f64" or (styp, dtyp) == ("bf16", "f32"):
-        return lambda x: nx.quiet_nan_bits(x, dtyp)
+        return lambda x: rounding.quiet_nan_bits(x, dtyp)
     return None
 
 
@@ -226,16 +228,16 @@ def _fast(op, ctx, dtyp, styp, mods, d):
 
         def run(m, mask):
             x = a(m)
-            m.put(d, np.where(np.isnan(x), nx.quiet_nan_bits(x, "f16"), nx.f16(x).view(np.uint16)), mask)
+            m.put(d, np.where(np.isnan(x), rounding.quiet_nan_bits(x, "f16"), half.f16(x).view(np.uint16)), mask)
         return run
     if not mods and styp == "f16" and dtyp == "f32":
         a = ctx.reader(op.operands[1], "f16", op)
         dt = TYPES[dtyp]
-        canonical = np.array(nx.CANONICAL_NAN[dtyp], TYPES[f"u{type_bits(dtyp)}"]).view(dt)
+        canonical = np.array(rounding.CANONICAL_NAN[dtyp], TYPES[f"u{type_bits(dtyp)}"]).view(dt)
 
         def run(m, mask):
             h = a(m)
-            m.put(d, np.where(np.isnan(h), canonical, nx.f16_as_f32(h)), mask)
+            m.put(d, np.where(np.isnan(h), canonical, half.f16_as_f32(h)), mask)
         return run
     if not mods and styp in INTEGERS and dtyp in INTEGERS and styp[0] != "s" and (
             type_bits(dtyp) > type_bits(styp) or (dtyp[0] != "s" and type_bits(dtyp) == type_bits(styp))):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import mma
 from rr.run import fragments
 
 BUFFER_SHIFT = 40
@@ -394,8 +394,8 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     for op, (_, _, b_regs, c_regs) in zip(ops, members):  # in the statements' order
         bs.append(fragments.b_matrix([w(r, op) for r in b_regs]))
         cs.append(fragments.c_matrix([w(r, op) for r in c_regs]))
-    if m.mma_model is nx.mma_sync and len(ops) > 1:
-        ds = nx.mma_sync_many(a, bs, cs)
+    if m.mma_model is mma.mma_sync and len(ops) > 1:
+        ds = mma.mma_sync_many(a, bs, cs)
     else:
         ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
     for (d_regs, _, _, _), d in zip(members, ds):

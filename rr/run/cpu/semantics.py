@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from rr import numerics as nx
+from rr.numerics import half, mufu, rounding
 from rr.ptx.model import Vec
 from rr.run.cpu import atomic, integer, warp
 from rr.run.cpu.convert import compile_cvt
@@ -132,7 +132,7 @@ def _isspacep(op, parts, ctx):
 
 # -- arithmetic: integers go to `integer`, floats stay here -------------------------------------
 
-_F16_BIN = {"add": nx.add, "sub": nx.sub, "mul": nx.mul, "min": nx.fmin, "max": nx.fmax}
+_F16_BIN = {"add": half.add, "sub": half.sub, "mul": half.mul, "min": half.fmin, "max": half.fmax}
 _FLOATS = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 
@@ -187,7 +187,7 @@ def _contracted(op, ctx):
 
     def run(m, mask):  # f16x2: both halves at once, as in _arith
         x, y, z = f16_lanes(ra, m), f16_lanes(rb, m), f16_lanes(rc, m)
-        r = np.ascontiguousarray(nx.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
+        r = np.ascontiguousarray(half.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
         m.put(d, r if typ == "f16" else r.view(np.uint32), mask)
     return run
 
@@ -209,7 +209,7 @@ def _contracted_mul(op, ctx):
 def _relu(x):
     """`.relu` on f16: negative results (-0 too, as on the H200) become +0, a NaN the canonical NaN."""
     r = np.where(np.signbit(x), np.float16(0), x)
-    return np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["f16"]).view(np.float16), r)
+    return np.where(np.isnan(x), np.uint16(rounding.CANONICAL_NAN["f16"]).view(np.float16), r)
 
 
 def _min_max_fn(base, parts, dt):
@@ -221,14 +221,14 @@ def _min_max_fn(base, parts, dt):
     def f(a, b):
         x, y = np.asarray(a, dt), np.asarray(b, dt)
         if ftz:
-            x, y = nx.flush_subnormal(x), nx.flush_subnormal(y)
+            x, y = rounding.flush_subnormal(x), rounding.flush_subnormal(y)
         if xorsign:
             sign = np.signbit(x) ^ np.signbit(y)
             x, y = np.abs(x), np.abs(y)
-        r = nx.ptx_min_max(x, y, minimum, nan)
+        r = half.ptx_min_max(x, y, minimum, nan)
         if xorsign:
             r = np.where(np.isnan(r), r, np.where(sign, -np.abs(r), np.abs(r)))
-        return nx.flush_subnormal(r) if ftz else r
+        return rounding.flush_subnormal(r) if ftz else r
     return f
 
 
@@ -238,11 +238,11 @@ def _f16_fn(base, parts):
     if base in _F16_BIN:
         return _F16_BIN[base]
     if base == "fma":
-        return (lambda a, b, c: _relu(nx.fma(a, b, c))) if "relu" in parts else nx.fma
+        return (lambda a, b, c: _relu(half.fma(a, b, c))) if "relu" in parts else half.fma
     if base in ("neg", "abs"):
         return _sign_op(base, np.float16)
     if base == "ex2" and "approx" in parts:  # MUFU.EX2.F16: the H200's table
-        return nx.ex2_approx_f16
+        return mufu.ex2_approx_f16
     raise Unsupported(f"f16 {'.'.join(parts)}")
 
 
@@ -253,7 +253,7 @@ def _sign_op(base, dt):
     ut = BITS[8 * size]
     sign, mag = ut(1 << (8 * size - 1)), ut((1 << (8 * size - 1)) - 1)
     infinity = ut({2: 0x7C00, 4: 0x7F800000, 8: 0x7FF0000000000000}[size])
-    canonical = ut(nx.CANONICAL_NAN[{2: "f16", 4: "f32", 8: "f64"}[size]])
+    canonical = ut(rounding.CANONICAL_NAN[{2: "f16", 4: "f32", 8: "f64"}[size]])
 
     def f(a):
         u = np.asarray(a, dt).view(ut)
@@ -275,10 +275,10 @@ def _bf16(op, parts, ctx, typ):
     rs = [ctx.reader(s, rt, op) for s in op.operands[1:]]
 
     def val(bits):
-        return nx.float_value(bits, "bf16")
+        return rounding.float_value(bits, "bf16")
 
     def out(x):
-        return nx.float_bits(nx.round_float(x, "bf16"), "bf16")
+        return rounding.float_bits(rounding.round_float(x, "bf16"), "bf16")
     if base in ("add", "sub", "mul"):
         g = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]
         fn = lambda a, b: out(g(val(a), val(b)))  # noqa: E731
@@ -286,14 +286,15 @@ def _bf16(op, parts, ctx, typ):
         relu = "relu" in parts
 
         def fn(a, b, c):
-            r = out(nx.round_to_odd_sum(val(a) * val(b), val(c)))
+            r = out(rounding.round_to_odd_sum(val(a) * val(b), val(c)))
             if relu:
                 x = val(r)
-                r = np.where(np.isnan(x), np.uint16(nx.CANONICAL_NAN["bf16"]), np.where(np.signbit(x), np.uint16(0), r))
+                r = np.where(np.isnan(x), np.uint16(rounding.CANONICAL_NAN["bf16"]),
+                             np.where(np.signbit(x), np.uint16(0), r))
             return r
     elif base in ("min", "max"):
         mm = _min_max_fn(base, parts, np.float32)
-        fn = lambda a, b: nx.float_bits(mm(val(a).astype(np.float32), val(b).astype(np.float32)).astype(np.float64), "bf16")  # noqa: E731
+        fn = lambda a, b: rounding.float_bits(mm(val(a).astype(np.float32), val(b).astype(np.float32)).astype(np.float64), "bf16")  # noqa: E731
     elif base in ("neg", "abs"):
         flip = np.uint16(0x8000)
         fn = (lambda a: np.asarray(a, np.uint16) ^ flip) if base == "neg" else (lambda a: np.asarray(a, np.uint16) & ~flip)
@@ -316,13 +317,14 @@ def _float_fn(base, mods, typ):
     known = {"rn", "rz", "rm", "rp", "ftz", "sat", "approx", "full", "NaN", "xorsign", "abs", typ}
     if mods - known:
         raise Unsupported(f"{base}.{typ} with {', '.join(sorted(mods - known))}")
-    ftz = (lambda x: nx.flush_subnormal(np.asarray(x, dt))) if "ftz" in mods and typ == "f32" else (lambda x: np.asarray(x, dt))
+    ftz = (lambda x: rounding.flush_subnormal(np.asarray(x, dt))) if "ftz" in mods and typ == "f32" else (lambda x: np.asarray(x, dt))
     sat = (lambda x: np.where(np.isnan(x) | (x <= 0), dt(0), np.minimum(x, dt(1))).astype(dt)) if "sat" in mods else (lambda x: x)
 
     def r(x):
         return ftz(np.asarray(x, dt))
 
-    canonical = dt(np.array(nx.CANONICAL_NAN[typ], BITS[8 * np.dtype(dt).itemsize]).view(dt)) if typ == "f32" else None
+    canonical = (dt(np.array(rounding.CANONICAL_NAN[typ], BITS[8 * np.dtype(dt).itemsize]).view(dt)) if typ == "f32"
+                 else None)
 
     def out(x):
         x = sat(r(x))
@@ -339,11 +341,11 @@ def _float_fn(base, mods, typ):
             return lambda *v: out(exact(*[r(x) for x in v]))
         f = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]  # rn: numpy's own rounding
         if typ == "f64":
-            return lambda a, b: nx.nan_operand_f64(f(r(a), r(b)), b, a)
+            return lambda a, b: rounding.nan_operand_f64(f(r(a), r(b)), b, a)
         return lambda a, b: out(f(r(a), r(b)))
     if base == "div":
         if "approx" in mods or "full" in mods:
-            return lambda a, b: nx.div_approx(a, b, ftz="ftz" in mods) if typ == "f32" else np.asarray(a, dt) / b
+            return lambda a, b: mufu.div_approx(a, b, ftz="ftz" in mods) if typ == "f32" else np.asarray(a, dt) / b
         return lambda a, b: out((np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(dt))
     if base in ("min", "max"):
         return _min_max_fn(base, mods, dt)
@@ -351,17 +353,17 @@ def _float_fn(base, mods, typ):
         return _sign_op(base, dt)
     if base == "sqrt":
         if "approx" in mods and typ == "f32":  # MUFU.SQRT, as the H200 computes it
-            return lambda a: nx.sqrt_approx(a, ftz="ftz" in mods)
+            return lambda a: mufu.sqrt_approx(a, ftz="ftz" in mods)
         return lambda a: out(np.sqrt(np.asarray(a, np.float64)).astype(dt))
     if typ == "f64" and base in ("rcp", "rsqrt"):  # .approx.ftz.f64: modelled as the exact value
         return (lambda a: r(1.0 / r(a))) if base == "rcp" else (lambda a: r(1.0 / np.sqrt(r(a))))
     if base == "rcp":
-        return (lambda a: nx.rcp_approx(a, ftz="ftz" in mods)) if "approx" in mods else \
+        return (lambda a: mufu.rcp_approx(a, ftz="ftz" in mods)) if "approx" in mods else \
             (lambda a: out((1.0 / np.asarray(a, np.float64)).astype(dt)))
     if base == "rsqrt":
-        return lambda a: nx.rsqrt_approx(a, ftz="ftz" in mods)
+        return lambda a: mufu.rsqrt_approx(a, ftz="ftz" in mods)
     if base == "ex2":
-        return lambda a: nx.ex2_approx(a, ftz="ftz" in mods)
+        return lambda a: mufu.ex2_approx(a, ftz="ftz" in mods)
     if base == "lg2":
         return lambda a: r(np.log2(np.asarray(a, np.float64)).astype(dt))
     if base == "copysign":  # the sign of a on the magnitude of b
@@ -374,13 +376,13 @@ def _exact_arith(base, typ, rnd):
     own arithmetic already is that (rn add, sub and mul)."""
     if typ == "f32":
         if base == "mul":  # the product of two f32 is exact in f64
-            return None if rnd == "rn" else (lambda a, b: nx.round_float(a.astype(np.float64) * b, "f32", rnd).astype(np.float32))
+            return None if rnd == "rn" else (lambda a, b: rounding.round_float(a.astype(np.float64) * b, "f32", rnd).astype(np.float32))
 
         def rounded(x, y):  # x + y (f64 terms) rounded once to f32
-            odd = nx.round_to_odd_sum(x, y)
+            odd = rounding.round_to_odd_sum(x, y)
             if rnd == "rn":  # numpy's f64 -> f32 rounds to nearest even
                 return odd.astype(np.float32)
-            return nx.zero_sign(nx.round_float(odd, "f32", rnd).astype(np.float32), x, y, rnd, odd)
+            return rounding.zero_sign(rounding.round_float(odd, "f32", rnd).astype(np.float32), x, y, rnd, odd)
         if base in ("add", "sub"):
             if rnd == "rn":
                 return None
@@ -388,14 +390,14 @@ def _exact_arith(base, typ, rnd):
             return lambda a, b: rounded(a.astype(np.float64), sign * b.astype(np.float64))
         return lambda a, b, c: rounded(a.astype(np.float64) * b, c.astype(np.float64))
     if base in ("fma", "mad"):
-        return lambda a, b, c: nx.fma_f64(a, b, c, rnd)
+        return lambda a, b, c: rounding.fma_f64(a, b, c, rnd)
     if rnd == "rn":
         return None
     if base == "mul":
         raise Unsupported(f"mul.{rnd}.f64")
     if base == "sub":  # a - b as a + (-b); a NaN b stays as it is
-        return lambda a, b: nx.nan_operand_f64(nx.sum_f64(a, -b, rnd), b, a)
-    return lambda a, b: nx.sum_f64(a, b, rnd)
+        return lambda a, b: rounding.nan_operand_f64(rounding.sum_f64(a, -b, rnd), b, a)
+    return lambda a, b: rounding.sum_f64(a, b, rnd)
 
 
 _TESTP = {
@@ -511,7 +513,7 @@ def _slct(op, parts, ctx):
     def run(m, mask):
         cv = c(m)
         if ftz:
-            cv = nx.flush_subnormal(cv)
+            cv = rounding.flush_subnormal(cv)
         m.put(d, np.where(np.asarray(cv) >= 0, a(m), b(m)), mask)
     return run
 

@@ -1,7 +1,7 @@
 """On a GPU: the `.approx.ftz.f32` functions (rcp, rsqrt, sqrt, ex2, div) and `ex2.approx.f16` over
 whole binades, as tables rr's model can ship, and the checks that say how far a table reaches.
 
-    python benchmarks/approx_probes.py -o DIR
+    python tools/approx_probes.py -o DIR
 
 Tables (`DIR/approx_tables.npz`): each function's output bits over one period of its input —
 rcp over the mantissas of [1, 2), rsqrt and sqrt over [1, 4) (the exponent's parity matters),

@@ -1,11 +1,11 @@
 """Score rr's fp8 `mma` model on H200 probe files: the share of D's bits it reproduces, per file and
 input design, beside the rules it was fitted against (so each rule's effect shows in the figures).
 
-    python benchmarks/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
-    python benchmarks/mma_fit.py DIR --variants                # also each rule changed on its own
-    python benchmarks/mma_fit.py DIR --subset tests/data/probes   # the tests' subsets of DIR's files
+    python tools/mma_fit.py /work/notes/probes            # every mma_*.npz in the directory
+    python tools/mma_fit.py DIR --variants                # also each rule changed on its own
+    python tools/mma_fit.py DIR --subset tests/data/probes   # the tests' subsets of DIR's files
 
-The files are what benchmarks/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
+The files are what tools/mma_probes.py writes on the GPU (A, B, C, D in matrix form, `design`
 and `designs`). No GPU needed. `--subset` writes, per form, `mma_h200_<form>.npz`: per design the
 128 warps that the most variants get wrong (then the most outputs wrong), the random file's as
 design 0, with `warp` (the warp's index in its file) beside the probe file's arrays.
@@ -23,17 +23,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rr import numerics as nx  # noqa: E402
+from rr.numerics.mma import SM90, HmmaRules, mma_hmma, mma_sync  # noqa: E402
 
 # each established rule changed on its own (what tests/test_numerics_mma.py shows the data rejects)
 VARIANTS = {
-    "exact HMMA sums (the model before)": nx.HmmaRules(width=None, f32="rn", canonical_nan=False),
-    "alignment width 24": dataclasses.replace(nx.SM90, width=24),
-    "alignment width 26": dataclasses.replace(nx.SM90, width=26),
-    "product exponent from its leading bit": dataclasses.replace(nx.SM90, exponent="value"),
-    "terms cut toward -inf": dataclasses.replace(nx.SM90, cut="rm"),
-    "f32 HMMA rounds to nearest": dataclasses.replace(nx.SM90, f32="rn"),
-    "NaN as IEEE propagates it": dataclasses.replace(nx.SM90, canonical_nan=False),
+    "exact HMMA sums (the model before)": HmmaRules(width=None, f32="rn", canonical_nan=False),
+    "alignment width 24": dataclasses.replace(SM90, width=24),
+    "alignment width 26": dataclasses.replace(SM90, width=26),
+    "product exponent from its leading bit": dataclasses.replace(SM90, exponent="value"),
+    "terms cut toward -inf": dataclasses.replace(SM90, cut="rm"),
+    "f32 HMMA rounds to nearest": dataclasses.replace(SM90, f32="rn"),
+    "NaN as IEEE propagates it": dataclasses.replace(SM90, canonical_nan=False),
 }
 
 
@@ -65,7 +65,7 @@ def subset(paths: list[Path], out: Path, per_design: int = 128) -> list[Path]:
         for path in (p for p in paths if p.name.startswith(f"mma_{form}_")):
             z = np.load(path)
             a, b, c, d = z["A"], z["B"], z["C"], z["D"]
-            wrong = [(~same_bits(nx.mma_hmma(a, b, c, rules), d)).reshape(len(d), -1).sum(1) for rules in VARIANTS.values()]
+            wrong = [(~same_bits(mma_hmma(a, b, c, rules), d)).reshape(len(d), -1).sum(1) for rules in VARIANTS.values()]
             key = np.lexsort((-np.sum(wrong, axis=0), -np.sum([w > 0 for w in wrong], axis=0)))  # stable: by warp index last
             for i in np.unique(z["design"]):
                 pick = np.sort(key[z["design"][key] == i][:per_design])
@@ -97,9 +97,9 @@ def main() -> None:
             z = np.load(target)
             print(f"{target}: {len(z['D'])} warps, {target.stat().st_size / 2**20:.2f} MiB")
         return
-    models = {"rr.numerics.mma_sync": nx.mma_sync}
+    models = {"rr.numerics.mma.mma_sync": mma_sync}
     if args.variants:
-        models |= {name: (lambda a, b, c, r=rules: nx.mma_hmma(a, b, c, r)) for name, rules in VARIANTS.items()}
+        models |= {name: (lambda a, b, c, r=rules: mma_hmma(a, b, c, r)) for name, rules in VARIANTS.items()}
     for path in paths:
         outputs = int(np.load(path)["D"].size)
         for label, model in models.items():

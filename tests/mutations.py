@@ -8,9 +8,11 @@ are token- and line-level edits of the kind a hand edit or a broken generator ma
 duplicate or swap tokens, lines and braces; drop, duplicate or swap an instruction's operands; give
 an instruction another opcode from the file (so its operand count is wrong for it); and so on.
 Prints the counts by outcome, then by stage and exception type with the first examples.
+tests/test_ptx_mutations.py runs the first 200 mutants of the fixed seed; the full run is this
+script's (a benchmark: docs/benchmarks.md):
 
-    python benchmarks/mutations.py [--count 2000] [--seed 14] [--ptx enc2.ptx] [--examples 3]
-                                   [--ptxas 100]
+    python tests/mutations.py [--count 2000] [--seed 14] [--ptx enc2.ptx] [--examples 3]
+                              [--ptxas 100]
 
 Without `--ptx` it mutates the synthetic enc2 (the enc2.ptx that `python -m rr synth enc2` writes).
 `--ptxas N` also gives the first N mutants rr rejects to ptxas: one that ptxas accepts is valid PTX

@@ -1,8 +1,8 @@
-"""Check rr's `.approx` models (rr.numerics: the H200's MUFU tables) against what
-benchmarks/approx_probes.py measured on the GPU, and make the package's tables from it.
+"""Check rr's `.approx` models (rr.numerics.mufu: the H200's MUFU tables) against what
+tools/approx_probes.py measured on the GPU, and make the package's tables from it.
 
-    python benchmarks/approx_fit.py /work/notes/probes              # the checks below (about 3 min)
-    python benchmarks/approx_fit.py /work/notes/probes --tables rr/data   # write rr/data/mufu_h200.npz
+    python tools/approx_fit.py /work/notes/probes              # the checks below (about 3 min)
+    python tools/approx_fit.py /work/notes/probes --tables rr/data   # write rr/data/mufu_h200.npz
 
 The checks, each on data the model was not made from:
 - ex2 of negative inputs: the measured table at -k·2⁻²³ (`ex2_neg_*`) against the model, which
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rr import numerics as nx  # noqa: E402
+from rr.numerics import mufu  # noqa: E402
 
 TABLES = ("rcp", "rsqrt", "sqrt", "ex2")
 ONE = 0x3F800000
@@ -43,7 +43,7 @@ def decode(z, name: str) -> np.ndarray:
 def write_tables(probes: Path, out: Path) -> Path:
     z = np.load(probes / "approx_tables.npz")
     arrays = {f"{n}_{part}": z[f"{n}_{part}"] for n in TABLES for part in ("first", "diff")} | {"ex2_f16": z["ex2_f16"]}
-    target = out / nx.MUFU_TABLES
+    target = out / mufu.MUFU_TABLES
     tmp = target.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, **arrays)
     tmp.replace(target)
@@ -58,8 +58,8 @@ def check_tables(z) -> dict:
     """Wrong outputs of the public functions at the tables' inputs, and at the binades the GPU
     checked (the table shifted by the exponent, where the result is normal)."""
     out = {}
-    for name, fn, period, scale in (("rcp", nx.rcp_approx, 2 ** 23, lambda e: -e), ("rsqrt", nx.rsqrt_approx, 2 ** 24, lambda e: -e // 2),
-                                    ("sqrt", nx.sqrt_approx, 2 ** 24, lambda e: e // 2)):
+    for name, fn, period, scale in (("rcp", mufu.rcp_approx, 2 ** 23, lambda e: -e), ("rsqrt", mufu.rsqrt_approx, 2 ** 24, lambda e: -e // 2),
+                                    ("sqrt", mufu.sqrt_approx, 2 ** 24, lambda e: e // 2)):
         t = decode(z, name)
         wrong = 0
         for e in (0, -126, -20, -2, 2, 20, 124):
@@ -69,11 +69,11 @@ def check_tables(z) -> dict:
             wrong += int((fn(x).view(np.uint32)[normal] != want[normal]).sum())
         out[name] = wrong
     k = np.arange(2 ** 23, dtype=np.float64)
-    out["ex2"] = int((nx.ex2_approx((k * 2.0 ** -23).astype(np.float32)).view(np.uint32) != decode(z, "ex2")).sum())
-    out["ex2_neg (not in the model's tables)"] = int((nx.ex2_approx((-k * 2.0 ** -23).astype(np.float32)).view(np.uint32)
+    out["ex2"] = int((mufu.ex2_approx((k * 2.0 ** -23).astype(np.float32)).view(np.uint32) != decode(z, "ex2")).sum())
+    out["ex2_neg (not in the model's tables)"] = int((mufu.ex2_approx((-k * 2.0 ** -23).astype(np.float32)).view(np.uint32)
                                                       != decode(z, "ex2_neg")).sum())
     h = np.arange(2 ** 16, dtype=np.uint16).view(np.float16)
-    out["ex2_f16"] = int((nx.ex2_approx_f16(h).view(np.uint16) != z["ex2_f16"]).sum())
+    out["ex2_f16"] = int((mufu.ex2_approx_f16(h).view(np.uint16) != z["ex2_f16"]).sum())
     return out
 
 
@@ -86,7 +86,7 @@ def check_ex2_binades(z) -> dict:
     for e in range(-24, 7):
         for sign in (0, 1):
             x = (np.uint32(((127 + e) << 23) | (sign << 31)) + m).view(np.float32)
-            got = nx.ex2_approx(x).view(np.uint32).astype(np.int64)
+            got = mufu.ex2_approx(x).view(np.uint32).astype(np.int64)
             for mode in counts:
                 q = {"floor": np.floor, "trunc": np.trunc, "rint": np.rint}[mode](x.astype(np.float64) * 2.0 ** 23).astype(np.int64)
                 want = table[q & (2 ** 23 - 1)] + ((q >> 23) << 23)
@@ -102,16 +102,16 @@ def check_div(z, seed: int) -> dict:
     a = (rng.integers(0, 2 ** 31, n, dtype=np.int64).astype(np.uint32) | (rng.integers(0, 2, n).astype(np.uint32) << 31)).view(np.float32)
     b = (rng.integers(0x00800000, 0x7F000000, n, dtype=np.int64).astype(np.uint32)
          | (rng.integers(0, 2, n).astype(np.uint32) << 31)).view(np.float32)
-    got = nx.div_approx(a, b)
+    got = mufu.div_approx(a, b)
     with np.errstate(all="ignore"):  # approx_probes.py's reference, as it computed it
-        prod = (a.astype(np.float64) * nx.rcp_approx(b).astype(np.float64)).astype(np.float32)
+        prod = (a.astype(np.float64) * mufu.rcp_approx(b).astype(np.float64)).astype(np.float32)
     prod = np.where(np.abs(prod) < np.finfo(np.float32).tiny, np.float32(0) * np.sign(prod), prod)
     finite = np.isfinite(got) & np.isfinite(prod) & (np.abs(a) >= np.finfo(np.float32).tiny)
     bad = finite & (got.view(np.uint32) != prod.view(np.uint32))
     kept = int(min(len(z["div_a"]), bad.sum()))
     same_pairs = np.array_equal(a[bad][:kept], z["div_a"][:kept]) and np.array_equal(b[bad][:kept], z["div_b"][:kept])
     return {"compared": int(finite.sum()), "model_vs_reference_differ": int(bad.sum()), "kept_pairs_are_these": same_pairs,
-            "kept_quotients_wrong": int((nx.div_approx(z["div_a"], z["div_b"]).view(np.uint32) != z["div_got"].view(np.uint32)).sum())}
+            "kept_quotients_wrong": int((mufu.div_approx(z["div_a"], z["div_b"]).view(np.uint32) != z["div_got"].view(np.uint32)).sum())}
 
 
 def main() -> None:

@@ -1,14 +1,14 @@
 """On a GPU: probe `mma.sync.aligned.m16n8k32.row.col.{f16,f32}.e4m3.e4m3.{f16,f32}` with random
 and adversarial inputs, keep A, B, C and D as data files, and score rr's model on them.
 
-    python benchmarks/mma_probes.py --warps 8192 --seed N -o DIR [--swapped]
+    python tools/mma_probes.py --warps 8192 --seed N -o DIR [--swapped]
 
 For each form (f16, f32 accumulate) and each set (random, adversarial) it writes
 `DIR/mma_<form>_<set>.npz`: `A` (warps, 16, 32) and `B` (warps, 32, 8) uint8 e4m3 codes, `C` and
 `D` (warps, 16, 8) float16 or float32 in matrix form (the kernel's fragments are built from and
 read back into matrix form with rr.run.fragments' layouts), `design` (warps,) uint8 — which
 generator made each warp — with `designs` naming them, and the `seed`. Then it prints, per form,
-set and design, the share of D's bits that `rr.numerics.mma_sync` reproduces.
+set and design, the share of D's bits that `rr.numerics.mma.mma_sync` reproduces.
 
 The adversarial designs follow the MMA-Sim approach: inputs that isolate one property each —
 alignment width (two or three nonzero products of very different size), truncation direction
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rr import numerics as nx  # noqa: E402
+from rr.numerics.mma import mma_sync  # noqa: E402
 from rr.run import fragments  # noqa: E402
 
 PTX = """
@@ -297,7 +297,7 @@ def same_bits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def score(path: Path) -> None:
     z = np.load(path)
-    model = nx.mma_sync(z["A"], z["B"], z["C"])
+    model = mma_sync(z["A"], z["B"], z["C"])
     ok = same_bits(model, z["D"])
     nan_ok = np.isnan(model) == np.isnan(z["D"])
     for i, name in enumerate(z["designs"]):
@@ -333,7 +333,7 @@ def main() -> None:
             score(path)
             if args.swapped:
                 print(f"  swapped operands, transposed D: GPU {swapped_share(a, b, c, run_gpu):8.4%} bits identical, "
-                      f"model {swapped_share(a, b, c, nx.mma_sync):8.4%}", flush=True)
+                      f"model {swapped_share(a, b, c, mma_sync):8.4%}", flush=True)
 
 
 if __name__ == "__main__":
