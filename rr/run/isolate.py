@@ -12,7 +12,6 @@ its child sees only that device; the record names it (`gpu`).
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import subprocess
 import sys
@@ -20,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from rr.io import atomic_dir, json_text
+from rr.io import atomic_dir
+from rr.records import RUN, TIMING, Status, failure, read_record, record_text
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
 from rr.run.launch import LaunchError, read_launch, write_launch
 
-STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error", "resource")
 IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
 
 
@@ -46,19 +45,19 @@ def _died(child, backend: str, what: str) -> dict:
     the process ended with (rr.run.child reports an exception as its name and text, never a
     traceback) or the signal that killed it."""
     if child.returncode is None:
-        return {"status": "fault", "backend": backend, "message": child.stderr}
+        return failure(Status.FAULT, child.stderr, backend=backend)
     tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
     if child.returncode == IO_ERROR_EXIT and tail:
-        return {"status": "io_error", "backend": backend, "message": tail[-1]}
+        return failure(Status.IO_ERROR, tail[-1], backend=backend)
     if child.returncode < 0:
         import signal
 
         number = -child.returncode
         name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
-        return {"status": "fault", "backend": backend, "message": f"the {what} process was killed by {name}"
-                + (" (out of memory?)" if number == signal.SIGKILL else "")}
-    return {"status": "fault", "backend": backend,
-            "message": f"the {what} process died (exit {child.returncode}): " + " | ".join(tail)}
+        return failure(Status.FAULT, f"the {what} process was killed by {name}"
+                       + (" (out of memory?)" if number == signal.SIGKILL else ""), backend=backend)
+    return failure(Status.FAULT, f"the {what} process died (exit {child.returncode}): " + " | ".join(tail),
+                   backend=backend)
 
 
 def read_launch_or_frame(directory):
@@ -74,9 +73,9 @@ def _bad_launches(backend: str, *directories) -> dict | None:
         try:
             read_launch_or_frame(d)
         except LaunchError as e:
-            return {"status": e.status, "backend": backend, "message": str(e)}
+            return failure(e, backend=backend)
         except OSError as e:
-            return {"status": "io_error", "backend": backend, "message": _os_message(e)}
+            return failure(Status.IO_ERROR, _os_message(e), backend=backend)
     return None
 
 
@@ -86,7 +85,7 @@ def _os_message(e: OSError) -> str:
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
                  timeout_s: float = 120, mma: str | None = None, reference: str | Path | None = None) -> dict:
-    """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
+    """Run a launch in a child process; returns the run record written to OUT/run.json (rr.records.RUN). `mma`:
     the cpu backend's mma model (rr.numerics.MMA_MODELS; the GPU has its own). `reference`: a
     capture of the unspliced launch or frame; the outputs equal to its buffers are hard links to
     its files (`linked_to_reference` in the record: rr.run.launch.save_outputs)."""
@@ -103,17 +102,17 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
                 with _device_for(backend) as gpu:
                     child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu,
                                    timeout_s)
-                record_path = tmp / "run.json"
-                record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
+                record_path = RUN.within(tmp)
+                record = read_record(record_path, RUN) if record_path.is_file() else _died(child, backend, "run's")
                 record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
         except subprocess.TimeoutExpired:
-            record = {"status": "timeout", "backend": backend,
-                      "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
+            record = failure(Status.TIMEOUT, f"the kernel did not finish within {timeout_s} s; the run's process was "
+                             "killed", backend=backend)
         record["gpu"] = gpu
         record["wall_ms"] = (time.perf_counter() - t0) * 1e3
-        if record["status"] != "ok":
+        if record["status"] != Status.OK:
             _remove_files(tmp)  # a failed run leaves no partial buffers
-        (tmp / "run.json").write_text(json_text(record))
+        RUN.within(tmp).write_text(record_text(record))
     return record
 
 
@@ -132,10 +131,10 @@ def _write_record(path: Path, record: dict, code: int) -> int:
     """The child's record; if even that cannot be written (a full disk), its reason on stderr and
     IO_ERROR_EXIT, which the parent turns into the io_error record."""
     try:
-        Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        Path(path).write_text(record_text(record))
     except OSError as e:
         Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
-        print(record.get("message") if record["status"] == "io_error" else _os_message(e), file=sys.stderr)
+        print(record.get("message") if record["status"] == Status.IO_ERROR else _os_message(e), file=sys.stderr)
         return IO_ERROR_EXIT
     return code
 
@@ -147,16 +146,16 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
     bad = _bad_launches(backend, reference, other)
     if bad is not None:
         return bad
-    out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
+    out = TIMING.within(tempfile.mkdtemp(prefix="rr-time-"))
     try:
         with _device_for(backend) as gpu:
             child = _child(["time", str(reference), str(other), str(out), str(noise_target), str(time_limit_s),
                             backend], gpu, time_limit_s * 2 + 120)
         if out.is_file():
-            return {**json.loads(out.read_text()), "gpu": gpu}
+            return {**read_record(out, TIMING), "gpu": gpu}
         return {**_died(child, backend, "timing"), "gpu": gpu}
     except subprocess.TimeoutExpired:
-        return {"status": "timeout", "message": "timing did not finish; its process was killed"}
+        return failure(Status.TIMEOUT, "timing did not finish; its process was killed")
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
 
@@ -169,24 +168,24 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
         return _write_record(Path(out), record, code)
 
     if backend == "cpu":
-        return finish({"status": "unsupported", "backend": "cpu",
-                       "message": "the cpu backend gives no timing: times are only measured on a GPU"}, 4)
+        return finish(failure(Status.UNSUPPORTED, "the cpu backend gives no timing: times are only measured on a GPU",
+                              backend="cpu"), 4)
     try:
         device_info()
     except NoDevice as e:
-        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+        return finish(failure(Status.NO_DEVICE, str(e), backend="cuda"), 3)
     from rr.run.timing import AllThrottled, time_pair
 
     try:
         record = time_pair(reference, other, float(noise_target), float(time_limit_s), resident=resident)
     except AllThrottled as e:
-        return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
+        return finish(failure(Status.THROTTLED, str(e), backend="cuda"), 3)
     except LaunchError as e:  # a launch, frame or buffer file that does not read
-        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
+        return finish(failure(Status.BAD_LAUNCH, str(e), backend="cuda"), 2)
     except OSError as e:
-        return finish({"status": "io_error", "backend": "cuda", "message": _os_message(e)}, IO_ERROR_EXIT)
+        return finish(failure(Status.IO_ERROR, _os_message(e), backend="cuda"), IO_ERROR_EXIT)
     except Exception as e:  # a faulting kernel
-        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+        return finish(failure(Status.FAULT, f"{type(e).__name__}: {e}", backend="cuda"), 3)
     return finish(record, 0)
 
 
@@ -207,16 +206,16 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
-        return _write_record(out / "run.json", record, code)
+        return _write_record(RUN.within(out), record, code)
 
     try:
         return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference, resident)
     except LaunchError as e:  # a launch or buffer file that does not read
-        return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
+        return finish(failure(e, backend=backend), 2)
     except OSError as e:  # a full disk, a file it may not read
         _remove_files(out)  # what was written of the outputs, so that the record still fits
-        return finish({"status": "io_error", "backend": backend,
-                       "message": _os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
+        return finish(failure(Status.IO_ERROR, _os_message(OSError(e.errno, e.strerror, e.filename or str(out))),
+                              backend=backend), IO_ERROR_EXIT)
 
 
 def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None,
@@ -237,30 +236,29 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
                                else run_cpu(launch_dir, mma=mma, progress=True))
             equal = set()
         except CpuUnsupported as e:
-            return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
+            return finish(failure(Status.UNSUPPORTED, str(e), backend="cpu"), 4)
         except ResourceLimit as e:  # a kernel that asks more memory than the interpreter allocates
-            return finish({"status": "resource", "backend": "cpu", "message": str(e)}, 4)
+            return finish(failure(Status.RESOURCE, str(e), backend="cpu"), 4)
         except MemoryError as e:  # what the bound does not cover (the registers): the allocation numpy names
-            return finish({"status": "resource", "backend": "cpu",
-                           "message": f"the cpu backend ran out of memory: {e or 'MemoryError'}"}, 4)
+            return finish(failure(Status.RESOURCE, f"the cpu backend ran out of memory: {e or 'MemoryError'}",
+                                  backend="cpu"), 4)
         except ParseError as e:  # a module that is not PTX: what the driver would refuse to load
-            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
+            return finish(failure(Status.BAD_LAUNCH, str(e), backend="cpu"), 2)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
-            return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
+            return finish(failure(Status.FAULT, str(e), backend="cpu"), 3)
     elif backend == "cuda":
         try:
             from rr.run.cuda import run_cuda
 
             record, outputs, equal = (run_frame_cuda if frame else run_cuda)(launch_dir, resident, reference)
         except NoDevice as e:
-            return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+            return finish(failure(Status.NO_DEVICE, str(e), backend="cuda"), 3)
         except (LaunchError, OSError):
             raise
         except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
-            return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+            return finish(failure(Status.FAULT, f"{type(e).__name__}: {e}", backend="cuda"), 3)
     else:
-        return finish({"status": "bad_launch", "backend": backend,
-                       "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
+        return finish(failure(Status.BAD_LAUNCH, f"unknown backend {backend!r} (auto, cuda, cpu)", backend=backend), 2)
     if frame:
         written = write_frame_outputs(out, launch_dir, outputs, reference, equal, described[0])
     else:

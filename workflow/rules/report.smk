@@ -25,7 +25,7 @@ rule summary:
 rule report_figures:
     input:
         summary="results/summary.parquet",
-        descriptors=expand("results/{layer}/descriptor.json", layer=LAYERS),
+        descriptors=expand(f"results/{{layer}}/{DESCRIPTOR.file}", layer=LAYERS),
     output:
         identity=report(
             "results/report/identity.png",
