@@ -35,7 +35,8 @@ def probe_phase(w: Path, phase: int, backend: str) -> dict:
     if backend == "cuda":  # the cpu backend interprets the PTX itself
         rr("compile", f"{tag}.ptx", "-o", f"{tag}.cubin")
         module = f"{tag}.cubin"
-    rr("relaunch", w / "enc2" / "launch", "--module", module, "-o", f"{tag}.launch")
+    rr("relaunch", w / "enc2" / "launch", "--module", module, "--splice-record", f"{tag}.ptx.splice.json",
+       "-o", f"{tag}.launch")
     rr("run", f"{tag}.launch", "--backend", backend, "-o", f"{tag}.out")
     cmp = json.loads(rr("compare", w / "ref.out", f"{tag}.out", "--json", check=False).stdout)
     return {"phase": phase, "record": json.loads(Path(f"{tag}.ptx.splice.json").read_text())["probe"],

@@ -192,7 +192,8 @@ def _spliced_run(reference, ptx, tmp_path, name, flags, phase, recipe, backend, 
         compiled = run_ptxas(module)
         assert compiled.returncode == 0, f"ptxas rejects the {recipe} splice of phase {phase}: {compiled.stderr}"
     launch = tmp_path / recipe
-    code, _, err = _rr("relaunch", ref_dir, "--module", module, "-o", launch)
+    code, _, err = _rr("relaunch", ref_dir, "--module", module, "--splice-record", f"{module}.splice.json",
+                       "-o", launch)
     assert code == 0, f"rr relaunch: {err}"
     result.splice = json.loads(Path(f"{module}.splice.json").read_text())
     result.record, result.buffers = _run(launch, backend)

@@ -115,7 +115,8 @@ def test_relaunch_appends_the_probe_buffer(tmp_path):
     assert _rr("splice", SAMPLE, "--entry", ENTRY, "--recipe", RECIPES / "probe.yaml", "--phase", 2,
                "-o", out).returncode == 0
     sample_launch(tmp_path / "ref", SAMPLE)
-    r = _rr("relaunch", tmp_path / "ref", "--module", out, "-o", tmp_path / "probe")
+    r = _rr("relaunch", tmp_path / "ref", "--module", out, "--splice-record", f"{out}.splice.json",
+            "-o", tmp_path / "probe")
     assert r.returncode == 0, r.stderr
     launch = read_launch(tmp_path / "probe")
     words = json.loads(Path(f"{out}.splice.json").read_text())["probe"]["words_per_thread"]
@@ -140,7 +141,8 @@ def test_every_probed_mma_replays_bit_exactly_and_outputs_are_unchanged(tmp_path
     assert _rr("splice", SAMPLE, "--entry", ENTRY, "--recipe", RECIPES / "probe.yaml", "--phase", 1,
                "-o", out).returncode == 0
     sample_launch(tmp_path / "ref", SAMPLE)
-    assert _rr("relaunch", tmp_path / "ref", "--module", out, "-o", tmp_path / "probe").returncode == 0
+    assert _rr("relaunch", tmp_path / "ref", "--module", out, "--splice-record", f"{out}.splice.json",
+               "-o", tmp_path / "probe").returncode == 0
     for d in ("ref", "probe"):
         r = _rr("run", tmp_path / d, "--backend", "cuda", "-o", tmp_path / f"{d}.out")
         assert r.returncode == 0, r.stderr

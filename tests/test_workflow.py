@@ -267,8 +267,8 @@ def test_a_frame_cell_on_the_cuda_backend_captures_frames_and_times_frame_and_la
     assert "capture_reference" not in jobs and "launch" not in jobs and "measure" not in jobs  # no enc2 alone
     for rule, resources in jobs.items():
         assert ("gpu=1" in resources) == (rule in gpu_rules), (rule, resources)
-    assert ("rr measure results/frame/layout --module results/enc2/phase8/regen.cubin --reference "
-            "results/frame/reference --layer enc2") in out
+    assert ("rr measure results/frame/layout --module results/enc2/phase8/regen.cubin --splice-record "
+            "results/enc2/phase8/regen.ptx.splice.json --reference results/frame/reference --layer enc2") in out
     assert "--alone results/enc2/alone.launch" in out
     for record in ("run", "compare", "timing", "layer_timing"):
         assert f"results/enc2/phase8/regen.{record}.json" in out

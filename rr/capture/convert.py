@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rr.records import Status
 from rr.run.launch import Buffer, Field, Launch
 
 MAX_VALUES = 4096  # values in one scalar field (launch.schema.json)
@@ -24,7 +25,7 @@ class Described:
     `message` say why), the raw copy files → launch file names, and what capture.json says of it."""
     launch: Launch | None
     files: dict  # raw file name (b0.npy, a1.npy) -> launch buffer file name
-    status: str = "ok"
+    status: Status = Status.OK
     message: str = ""
     warnings: tuple = ()
     buffers: tuple = field(default_factory=tuple)  # capture.json's view of each buffer
@@ -86,7 +87,7 @@ def describe(record: dict, params: bytes) -> Described:
                                if r["kind"] in ("texture", "surface") and r["index"] == i]})
 
     def refuse(message: str) -> Described:
-        return Described(None, files, "unsupported", message, tuple(warnings), tuple(views))
+        return Described(None, files, Status.UNSUPPORTED, message, tuple(warnings), tuple(views))
 
     if record["module"] is None:
         return refuse(f"the module of {record['entry']} was not seen loaded (loaded before the interposer, or through "
@@ -147,4 +148,4 @@ def describe(record: dict, params: bytes) -> Described:
                                "rgba16f", "float16")
     launch = Launch(record["entry"], record["module"], tuple(record["grid"]), tuple(record["block"]), tuple(fields),
                     buffers, record["shared_bytes"], layout, size if layout == "block" else 0)
-    return Described(launch, files, "ok", "", tuple(warnings), tuple(views))
+    return Described(launch, files, Status.OK, "", tuple(warnings), tuple(views))

@@ -1,15 +1,17 @@
 """capture.json, a capture's index, as every reader of it reads it: `read_capture` checks it
-against rr/data/capture.schema.json (types, required keys) and then what a schema cannot say — a
-launch's `dir` is a relative path that stays inside the capture, through links too — so a
-hand-edited or hostile index is refused naming the file and the key, never followed out of the
-capture nor met later as a traceback."""
+against rr/data/capture.schema.json (types, required keys; its status words from rr.records) and
+then what a schema cannot say — a launch's `dir` is a relative path that stays inside the
+capture, through links too — so a hand-edited or hostile index is refused naming the file and the
+key, never followed out of the capture nor met later as a traceback."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path, PurePosixPath
 
-from rr.validation import InvalidInput, cut, read_json, validate_against
+from rr.records import Status, with_statuses
+from rr.validation import InvalidInput, cut, read_json, schema, validate
 
 CAPTURE_FILE = "capture.json"
 
@@ -20,7 +22,7 @@ def read_capture(directory: str | Path) -> dict:
     directory = Path(directory)
     path = directory / CAPTURE_FILE
     index = read_json(path)
-    validate_against(index, "capture.schema.json", str(path))
+    validate(index, _schema(), str(path))
     inside = os.path.realpath(directory)
     for i, launch in enumerate(index["launches"]):
         why = _why_outside(launch["dir"], inside)
@@ -28,6 +30,11 @@ def read_capture(directory: str | Path) -> dict:
             raise InvalidInput(f"{path}: launches[{i}].dir: {cut(repr(launch['dir']))} {why}; a launch's dir is a "
                                "relative path inside the capture (launches/NNNNNN)")
     return index
+
+
+@functools.cache
+def _schema() -> dict:
+    return with_statuses(schema("capture.schema.json"), replayable=(Status.OK, Status.UNSUPPORTED))
 
 
 def _why_outside(name: str, inside: str) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rr.capture.index import CAPTURE_FILE, read_capture
+from rr.records import Status
 from rr.synth.inputs import NoLaunch
 
 
@@ -19,7 +20,7 @@ def user_launch(directory: str | Path, layer: str, entry: str) -> Path:
         raise NoLaunch(f"{d}: no {layer}/launch.json, and not a capture (no {CAPTURE_FILE})")
     launches = read_capture(d)["launches"]
     for e in launches:
-        if e["entry"] == entry and e["status"] == "ok":
+        if e["entry"] == entry and e["status"] == Status.OK:
             return d / e["dir"]
     mine = [e for e in launches if e["entry"] == entry]
     if mine:

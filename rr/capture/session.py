@@ -36,6 +36,7 @@ from rr import children
 from rr.capture.build import CaptureError, interposer
 from rr.capture.convert import describe
 from rr.capture.index import CAPTURE_FILE
+from rr.records import LAUNCH_ERROR, Status, failure, record_text
 
 
 @dataclass
@@ -217,7 +218,7 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
     for e in entries:
         for w in e["warnings"]:
             result.notes.append(f"launch {e['index']} ({e['entry']}): {w}")
-        if e["status"] != "ok":
+        if e["status"] != Status.OK:
             result.notes.append(f"launch {e['index']} ({e['entry']}): not replayable: {e['message']}")
     _write_index(tmp, entries, result, output, lambda kept: {
         "command": list(command), "exit_status": result.exit_status, "kernels": kernels, "launches_selected": launches,
@@ -253,7 +254,7 @@ def _write_index(tmp: Path, entries: list, result: CaptureResult, output: Path, 
 
 def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
     """One raw launch directory as a launch directory (and its after/ run); its capture.json entry."""
-    from rr.run.launch import ERROR_FILE, link_or_copy
+    from rr.run.launch import link_or_copy
 
     record = json.loads((src / "record.json").read_text())
     params = (src / "params.bin").read_bytes()
@@ -266,7 +267,7 @@ def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
             (dest / side).mkdir()
             for raw_file, name in d.files.items():
                 os.rename(src / side / raw_file, dest / side / name)
-        (dest / ERROR_FILE).write_text(json.dumps({"status": d.status, "message": d.message}, indent=2) + "\n")
+        LAUNCH_ERROR.within(dest).write_text(record_text(failure(d.status, d.message)))
     else:
         (dest / "after").mkdir()
         for directory, side in ((dest, "before"), (dest / "after", "after")):

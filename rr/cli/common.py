@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+from rr.records import Status, failure
 from rr.validation import cut, open_regular, printable
 
 
@@ -15,7 +16,20 @@ class UserError(Exception):
 
 
 class NoPhases(UserError):
-    """An entry without mma statements: reported with exit status 1."""
+    """An entry without mma statements: reported with exit status 1 (its record: no_phases)."""
+
+    status = Status.NO_PHASES
+
+
+def recorded(args, error: Exception, write, what: str | None = None) -> int:
+    """A stage's failure: with --record its record (rr.records.failure of `error`, handed to
+    `write`, which writes it where the stage's record goes), a note on stderr saying `what` failed,
+    and exit status 0 — for pipelines, whose next stages read the record; without, the error."""
+    if not args.record:
+        raise error if isinstance(error, UserError) else UserError(str(error)) from None
+    write(failure(error))
+    note(f"rr: {what}: {error}" if what else f"rr: {error}")
+    return 0
 
 
 def bounded(parse, ok, what: str):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rr.cli.common import note, resolve_ptx
+from rr.records import COMPILE, Status, record_text, write_record
 
 
 class _NoCubin(Exception):
@@ -12,25 +11,25 @@ class _NoCubin(Exception):
 
 
 def cmd_compile(args) -> int:
-    from rr.io import atomic_paths, json_text, write_json
+    from rr.io import atomic_paths
     from rr.run.compile import compile_ptx
 
     ptx = resolve_ptx(args.ptx, args.entry)
-    report = Path(str(args.output) + ".json")
+    report = COMPILE.next_to(args.output)
     try:
         # the cubin and its report appear together, the report last (it says what the cubin is);
         # for pipelines (--record) a failed compile's cubin is the empty file it starts as, as a
         # refused splice's module is
         with atomic_paths(args.output, report, inputs=(ptx,)) as (cubin, record):
             result = compile_ptx(ptx, cubin, args.arch)
-            if result.status != "ok":
+            if result.status != Status.OK:
                 if not args.record:
                     raise _NoCubin
                 cubin.write_bytes(b"")  # emptied of what a failed ptxas left there
-            record.write_text(json_text(result.as_dict()))
+            record.write_text(record_text(result.as_dict()))
     except _NoCubin:
-        write_json(report, result.as_dict())
-    if result.status != "ok":
+        write_record(report, result.as_dict())
+    if result.status != Status.OK:
         note(f"rr: {result.status}: {args.ptx}: {result.message}")
         # PTX ptxas refuses is bad input, as every other command's (2); no ptxas to run is not (1)
         return 0 if args.record else (2 if result.status == "compile_error" else 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rr.cli.common import NoPhases, function_of, grouping_option, load_ptx, note
+from rr.cli.common import NoPhases, function_of, grouping_option, load_ptx, recorded
 
 
 def _described(args) -> dict:
@@ -33,13 +33,9 @@ def cmd_describe(args) -> int:
     try:
         spec = _described(args)
     except NoPhases as e:
-        if not args.record:
-            raise
         # for pipelines: a layer without mma is a descriptor without phases, its status the row's
-        write_description({"entry": args.entry, "status": "no_phases", "message": str(e), "phases": [],
-                           "epilogues": []}, args.output)
-        note(f"rr: {e}")
-        return 0
+        return recorded(args, e, lambda failed: write_description(
+            {"entry": args.entry, **failed, "phases": [], "epilogues": []}, args.output))
     write_description(spec, args.output)
     print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {spec['entry']}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rr.cli.common import UserError, layer_modules, note, resolve_ptx
+from rr.cli.common import UserError, layer_modules, recorded, resolve_ptx
 from rr.validation import cut
 
 
@@ -63,12 +63,8 @@ def cmd_launch(args) -> int:
             return 0
         frame = parse_extents(args.frame, pixels=True)
         layer_launch(args.layer, module, frame, args.output, args.seed)
-    except NoLaunch as e:
-        if not args.record:
-            raise UserError(str(e)) from None
-        write_launch_error(args.output, "no_launch", str(e))  # the runs of it record why
-        note(f"rr: no launch: {e}")
-        return 0
+    except NoLaunch as e:  # with --record, the runs of the directory record why
+        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rr.cli.common import UserError, byte_count, dimensions, function_of, layer_modules, load_ptx, name_value, note, positive_seconds, relative_noise, resolve_ptx, unique_names
+from rr.cli.common import UserError, byte_count, dimensions, function_of, layer_modules, load_ptx, name_value, note, positive_seconds, recorded, relative_noise, resolve_ptx, unique_names
+from rr.records import Status, write_record
 
 
 def cmd_run(args) -> int:
@@ -14,6 +15,7 @@ def cmd_run(args) -> int:
 
     if args.reference is not None and not Path(args.reference).is_dir():
         raise UserError(f"{args.reference}: no such capture directory (--reference: a run of the unspliced launch)")
+    _module_record(args)
     if args.module is not None:
         return _run_with_module(args)
     record = run_isolated(args.launch, args.output, args.backend, args.timeout, args.mma, args.reference)
@@ -39,14 +41,14 @@ def _run_with_module(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".rr-run-module-", dir=out.parent) as tmp:
         launch = Path(tmp) / "launch"
-        relaunch(args.launch, module, launch)
+        relaunch(args.launch, module, launch, args.splice_record)
         record = run_isolated(launch, out, args.backend, args.timeout, args.mma, args.reference)
     return _report_run(args, record)
 
 
 def _report_run(args, record: dict) -> int:
     """What `rr run` prints of a run's record, and its exit status."""
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         note(f"rr: run {record['status']}: {record['message']}")
         return 0 if args.record else 1
     dev = record.get("device", {}).get("name", "")
@@ -74,18 +76,19 @@ def cmd_relaunch(args) -> int:
     from rr.run.frame import extract_layer, is_frame, replace_layer
     from rr.run.launch import LaunchError, relaunch, write_launch_error
 
+    _module_record(args)
     try:
         if is_frame(args.launch):
             if not args.layer:
                 raise LaunchError(f"{args.launch} is a frame: say which layer's module --module replaces (--layer)")
             if args.extract:
-                launch = extract_layer(args.launch, args.layer, args.output, args.module)
+                launch = extract_layer(args.launch, args.layer, args.output, args.module, args.splice_record)
                 print(f"{args.output}: layer {args.layer} of the frame {args.launch} as a launch of its own"
                       + (f", module {args.module}" if args.module else ""))
                 return 0
             if not args.module:
                 raise LaunchError("rr relaunch: --module is required, except with --extract")
-            frame = replace_layer(args.launch, args.layer, args.module, args.output, args.resume)
+            frame = replace_layer(args.launch, args.layer, args.module, args.output, args.resume, args.splice_record)
             print(f"{args.output}: the frame of {args.launch} ({len(frame.layers)} layers) with layer "
                   f"{args.layer} from {args.module}")
             return 0
@@ -94,13 +97,9 @@ def cmd_relaunch(args) -> int:
                               "frames")
         if not args.module:
             raise LaunchError("rr relaunch: --module is required")
-        launch = relaunch(args.launch, args.module, args.output)
-    except LaunchError as e:
-        if not args.record:
-            raise UserError(str(e)) from None
-        write_launch_error(args.output, e.status, str(e))  # the runs of it record why
-        note(f"rr: no launch: {e}")
-        return 0
+        launch = relaunch(args.launch, args.module, args.output, args.splice_record)
+    except LaunchError as e:  # with --record, the runs of the directory record why
+        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
     print(f"{args.output}: {launch.entry} from {args.module}, buffers of {args.launch}")
     return 0
 
@@ -115,9 +114,7 @@ def cmd_compare(args) -> int:
         compared = compare_runs(args.a, args.b)
     except LaunchError as e:
         if args.record and args.output:  # a failed capture has no buffers: nothing to compare
-            from rr.io import write_json
-
-            write_json(args.output, [])
+            write_record(args.output, [])
             note(f"rr: nothing compared: {e}")
             return 0
         raise UserError(str(e)) from None
@@ -132,9 +129,7 @@ def cmd_compare(args) -> int:
               "their bytes not compared", file=sys.stderr)
     dicts = compared.records()
     if args.output:
-        from rr.io import write_json
-
-        write_json(args.output, dicts)
+        write_record(args.output, dicts)
     if args.json:
         print(json.dumps(dicts, indent=2))
     else:
@@ -162,9 +157,10 @@ def cmd_measure(args) -> int:
         if path is not None and not Path(path).is_dir():
             raise UserError(f"{path}: no such directory ({option})")
     m = Measurement(Path(args.launch), Path(args.module), Path(args.reference), args.layer,
-                    Path(args.alone) if args.alone else None, args.backend, args.noise, args.time_limit, args.timeout)
+                    Path(args.alone) if args.alone else None, args.backend, args.noise, args.time_limit, args.timeout,
+                    Path(args.splice_record) if args.splice_record else None)
     records = measure(m, Path(args.output), recipe, args.keep, say=lambda line: print(line, flush=True))
-    failed = {kind.split(".")[0]: r for kind, r in records.items() if isinstance(r, dict) and r.get("status") != "ok"}
+    failed = {kind.name: r for kind, r in records.items() if isinstance(r, dict) and r.get("status") != Status.OK}
     for kind, r in failed.items():
         note(f"rr: {recipe}: {kind} {r['status']}: {r.get('message', '')}")
     return 0 if args.record or not failed else 1
@@ -177,10 +173,8 @@ def cmd_time(args) -> int:
 
     record = time_isolated(args.launch, args.vs, args.noise, args.time_limit, args.backend)
     if args.output:
-        from rr.io import write_json
-
-        write_json(args.output, record)
-    if record["status"] != "ok":
+        write_record(args.output, record)
+    if record["status"] != Status.OK:
         note(f"rr: time {record['status']}: {record['message']}")
         return 0 if args.record else 1
     a, b = record["reference"], record["other"]
@@ -257,13 +251,26 @@ def cmd_frame(args) -> int:
             record = run_isolated(layout, args.output, args.backend, args.timeout)
     except LaunchError as e:
         raise UserError(str(e)) from None
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         note(f"rr: frame {record['status']}: {record['message']}")
         return 0 if args.record else 1
     times = ", ".join(f"{lyr['layer']} {next(iter(lyr['times_ms'].values())):.1f}" for lyr in record["layers"])
     print(f"{args.output}: frame {record['frame'][0]}x{record['frame'][1]} on {record['backend']} "
           f"in {record['times_ms']['frame']:.1f} ms ({times} ms)")
     return 0
+
+
+def _splice_record_option(s) -> None:
+    s.add_argument("--splice-record", metavar="JSON",
+                   help="the splice record of --module (rr splice -o OUT.ptx writes OUT.ptx.splice.json): a probe "
+                        "splice's says what its extra parameter points to, which the launch then passes; nothing is "
+                        "looked for beside the module")
+
+
+def _module_record(args) -> None:
+    """UserError for a --splice-record without the --module it is of."""
+    if args.splice_record and not args.module:
+        raise UserError("--splice-record is the record of --module's splice: it goes with --module")
 
 
 def add_parsers(sub) -> None:
@@ -291,11 +298,13 @@ def add_parsers(sub) -> None:
                         "a fatbin of SASS alone (a capture's fatbin with PTX in it needs none: the cpu backend "
                         "runs its PTX), or a corpus directory made by `rr extract` (the module defining the "
                         "launch's entry)")
-    s.set_defaults(func=cmd_run, reads=("launch", "reference", "module"), writes="dir")
+    _splice_record_option(s)
+    s.set_defaults(func=cmd_run, reads=("launch", "reference", "module", "splice_record"), writes="dir")
 
     s = sub.add_parser("relaunch", help="the same launch with another module (a splice, a cubin)")
     s.add_argument("launch", help="launch directory")
     s.add_argument("--module", help="the PTX or cubin to launch instead")
+    _splice_record_option(s)
     s.add_argument("--layer", help="for a frame directory: the layer whose module --module replaces")
     s.add_argument("--extract", action="store_true", help="for a frame: write --layer alone as a launch directory "
                    "(its buffers as LAUNCH holds them; with --module, that module instead)")
@@ -304,7 +313,7 @@ def add_parsers(sub) -> None:
     s.add_argument("-o", "--output", required=True, help="the new launch directory")
     s.add_argument("--record", action="store_true",
                    help="when LAUNCH cannot be used, write a directory saying why (the runs of it record it) and exit 0")
-    s.set_defaults(func=cmd_relaunch, reads=("launch", "module", "resume"), writes="dir")
+    s.set_defaults(func=cmd_relaunch, reads=("launch", "module", "resume", "splice_record"), writes="dir")
 
     s = sub.add_parser("compare", help="compare two runs buffer by buffer (exit 0 iff identical)")
     s.add_argument("a", help="a launch or run directory (the reference)")
@@ -335,6 +344,7 @@ def add_parsers(sub) -> None:
                        "and (on cuda) timed, each record written as its own command writes it")
     s.add_argument("launch", help="the layer's launch directory, or the frame layout")
     s.add_argument("--module", required=True, help="the splice's module (a cubin on cuda, PTX on the cpu backend)")
+    _splice_record_option(s)
     s.add_argument("--reference", required=True, metavar="CAPTURE", help="the capture of the unspliced LAUNCH")
     s.add_argument("--layer", help="for a frame: the layer the splice replaces")
     s.add_argument("--alone", metavar="LAUNCH", help="for a frame on cuda: the layer alone from the reference "
@@ -352,7 +362,7 @@ def add_parsers(sub) -> None:
                    "directories beside the records (<recipe>.launch, .capture, .alone.launch)")
     s.add_argument("--record", action="store_true",
                    help="exit 0 once the records are written, whatever they say (for pipelines)")
-    s.set_defaults(func=cmd_measure, reads=("launch", "module", "reference", "alone"), writes="into")
+    s.set_defaults(func=cmd_measure, reads=("launch", "module", "reference", "alone", "splice_record"), writes="into")
 
     s = sub.add_parser("frame", help="run a whole frame (every layer in order on shared buffers), optionally "
                        "with layers' modules replaced", description=" ".join(cmd_frame.__doc__.split()))

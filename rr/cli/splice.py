@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rr.cli.common import UserError, grouping_option, note, phase_number, resolve_ptx
+from rr.cli.common import grouping_option, phase_number, recorded, resolve_ptx
+from rr.records import SPLICE, Status, record_text, status_of
 
 
 def cmd_splice(args) -> int:
@@ -15,18 +16,16 @@ def cmd_splice(args) -> int:
     try:
         record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output, args.grouping)
     except (RecipeError, SpliceError) as e:
-        if not args.record:
-            raise UserError(str(e)) from None
-        # for pipelines: the refusal is the record, the module an empty file the later stages fail on
-        from rr.io import atomic_paths, json_text
+        def write(failed: dict) -> None:
+            # for pipelines: the refusal is the record, the module an empty file the later stages fail on
+            from rr.io import atomic_paths
 
-        with atomic_paths(args.output, str(args.output) + ".splice.json") as (module, record):
-            module.write_text("")
-            record.write_text(json_text({"status": getattr(e, "status", "error"), "message": str(e),
-                                         "entry": args.entry, "phase": args.phase, "recipe": recipe}))
-        refused = "the recipe does not apply" if getattr(e, "status", "") == "not_applicable" else "splice refused"
-        note(f"rr: {refused}: {e}")
-        return 0
+            with atomic_paths(args.output, SPLICE.next_to(args.output)) as (module, record):
+                module.write_text("")
+                record.write_text(record_text({**failed, "entry": args.entry, "phase": args.phase, "recipe": recipe}))
+
+        refused = "the recipe does not apply" if status_of(e) == Status.NOT_APPLICABLE else "splice refused"
+        return recorded(args, e, write, refused)
     print(f"{args.output}: phase {record['phase']} by {record['template']}: cut s{record['cut']['first_stmt']}–"
           f"s{record['cut']['last_stmt']}, {len(record['live_in'])} live-in, {len(record['live_out'])} live-out, "
           f"{record['outside_statements_checked']} statements outside unchanged")

@@ -129,7 +129,8 @@ def write_description(spec: dict, out_dir) -> None:
     from pathlib import Path
 
     import pyarrow as pa
-    from rr.io import atomic_paths, json_text, write_table
+    from rr.io import atomic_paths, write_table
+    from rr.records import DESCRIPTOR, record_text
 
     out_dir = Path(out_dir)
     counts = pa.map_(pa.string(), pa.int64())
@@ -141,8 +142,8 @@ def write_description(spec: dict, out_dir) -> None:
                         ("reductions", pa.string()), ("constants", pa.string())])
     # the descriptor last: it is what readers take the tables for (rr.results.collect), and rr.io
     # removes it before the first rename, so a set cut short by a kill has none
-    names = ("phases.parquet", "epilogues.parquet", "descriptor.json")
+    names = ("phases.parquet", "epilogues.parquet", DESCRIPTOR.file)
     with atomic_paths(*(out_dir / n for n in names), shown=out_dir) as tmps:
         write_table(pa.Table.from_pylist(spec["phases"]), tmps[0])
         write_table(pa.Table.from_pylist(rows, schema=schema), tmps[1])
-        tmps[2].write_text(json_text(spec))
+        tmps[2].write_text(record_text(spec))

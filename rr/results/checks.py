@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 
+from rr.records import Status
 from rr.splice.recipe import Recipe
 
 # statuses of a stage that ran and failed because of the splice (anything else not ok: not measured)
-_FAILED = {"splice": ("error",), "compile": ("compile_error",), "capture": ("fault", "timeout")}
+_FAILED = {"splice": (Status.ERROR,), "compile": (Status.COMPILE_ERROR,), "capture": (Status.FAULT, Status.TIMEOUT)}
 
 
 def _check(name: str, passed: bool | None, detail: str, value: float | None = None,
@@ -28,7 +29,7 @@ def _check(name: str, passed: bool | None, detail: str, value: float | None = No
 def _unmeasured(name: str, row: dict, stage: str) -> dict | None:
     """The check's record when its stage did not end `ok`: failed or not measured, with the reason."""
     status = row.get(f"{stage}_status")
-    if status == "ok":
+    if status == Status.OK:
         return None
     why = f"{stage} {status}: {row.get(f'{stage}_message') or ''}".rstrip(": ")
     return _check(name, False if status in _FAILED.get(stage, ()) else None, why)

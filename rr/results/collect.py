@@ -4,7 +4,8 @@ For recipe R the cell directory holds `R.ptx.splice.json` (rr splice), `R.cubin.
 (rr compile), `R.run.json` (the spliced capture's run record, from rr run), `R.compare.json`
 (rr compare --json of the reference and spliced captures) and `R.timing.json` (rr time -o); the
 layer's unspliced module has its own compile record (`reference.cubin.json`), read beside every
-row. A missing record makes its stage `not_run`, with the reason: an earlier stage failed or did
+row (their names, shapes and status words: rr.records, whose reader checks each). A missing
+record makes its stage `not_run`, with the reason: an earlier stage failed or did
 not run, or the stage has not run for this cell. The recipe's checks are then evaluated on the row
 (rr.results.checks).
 """
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from rr import __version__
 from rr.fingerprint import fingerprint as code_fingerprint
+from rr.records import COMPARE, COMPILE, DESCRIPTOR, LAYER_TIMING, RUN, SPLICE, TIMING, Kind, Status, read_record
 from rr.results.checks import evaluate, verdict
 from rr.results.schema import RESULTS_SCHEMA
 from rr.run.compile import FIGURES, entry_figures
@@ -30,17 +32,9 @@ CPU_NO_TIMING = ("the captures ran on the cpu backend (rr's PTX interpreter), wh
                  "timing needs the cuda backend, so none was scheduled")
 
 
-def _checked(path: Path, kind: str):
-    """The record at `path`, checked against its definition in rr/data/records.schema.json (what a
-    row is made of it): InvalidInput naming the file and the key otherwise."""
-    record = read_json(path)
-    validate(record, {"$ref": f"records.schema.json#/$defs/{kind}"}, str(path))
-    return record
-
-
 def read_descriptor(path: str | Path) -> dict:
     """A layer's descriptor.json, checked for what the rows are made of."""
-    return _checked(Path(path), "descriptor")
+    return read_record(path, DESCRIPTOR)
 
 
 def launch_frame(launch: str | Path) -> str | None:
@@ -54,14 +48,14 @@ def launch_frame(launch: str | Path) -> str | None:
     return f"{record['frame'][0]}x{record['frame'][1]}"
 
 
-def _read(path: Path, kind: str) -> dict | list | None:
-    """A stage's record of kind `kind` (records.schema.json), or None where the stage wrote none
+def _read(path: Path, kind: Kind) -> dict | list | None:
+    """A stage's record of `kind` (rr.records.read_record), or None where the stage wrote none
     (anything else at `path`, a FIFO or a directory, is refused naming it)."""
-    return _checked(path, kind) if os.path.lexists(path) else None
+    return read_record(path, kind) if os.path.lexists(path) else None
 
 
 def _not_run(row: dict, stage: str, why: str) -> None:
-    row[f"{stage}_status"] = "not_run"
+    row[f"{stage}_status"] = Status.NOT_RUN
     row[f"{stage}_message"] = why
 
 
@@ -88,9 +82,9 @@ def worst_buffer(buffers: list[dict]) -> dict | None:
 
 def reference_compile(path: str | Path | None, entry: str) -> dict:
     """The ref_* columns from the unspliced module's compile record (rr compile of the layer's module)."""
-    record = _read(Path(path), "compile") if path else None
+    record = _read(Path(path), COMPILE) if path else None
     if record is None:
-        return {"ref_compile_status": "not_run",
+        return {"ref_compile_status": Status.NOT_RUN,
                 "ref_compile_message": f"no compile record of the unspliced module{f' ({path})' if path else ''}"}
     cols = {"ref_compile_status": record["status"], "ref_compile_message": record["message"]}
     figures = entry_figures(record, entry) or {}
@@ -108,7 +102,7 @@ def _compile(row: dict, compiled: dict, entry: str) -> None:
 
 
 def _capture(row: dict, run: dict | None, compare: list | None) -> None:
-    if run is not None and run["status"] != "ok":
+    if run is not None and run["status"] != Status.OK:
         row.update(capture_status=run["status"], capture_message=run["message"], capture_backend=run.get("backend"))
         return
     if not compare:
@@ -116,7 +110,7 @@ def _capture(row: dict, run: dict | None, compare: list | None) -> None:
         return
     buffers = _buffers(compare)
     worst = worst_buffer(buffers)
-    row.update(capture_status="ok", capture_message="", capture_backend=(run or {}).get("backend"),
+    row.update(capture_status=Status.OK, capture_message="", capture_backend=(run or {}).get("backend"),
                capture_device=(run or {}).get("device", {}).get("name"), buffers=buffers,
                worst_buffer=worst and worst["name"], frame_identical=worst is None,
                psnr_db=math.inf if worst is None else worst["psnr_db"],
@@ -133,17 +127,18 @@ def _capture(row: dict, run: dict | None, compare: list | None) -> None:
 
 
 def _timing(row: dict, timing: dict | None, backend: str | None, run: dict | None) -> None:
-    if backend == "cpu" and run is not None and run["status"] == "no_launch":  # nothing to time, whatever the backend
-        row.update(timing_status="no_launch", timing_message=run["message"])
+    # nothing to time, whatever the backend
+    if backend == "cpu" and run is not None and run["status"] == Status.NO_LAUNCH:
+        row.update(timing_status=Status.NO_LAUNCH, timing_message=run["message"])
     elif backend == "cpu":
-        row.update(timing_status="unsupported", timing_message=CPU_NO_TIMING)
+        row.update(timing_status=Status.UNSUPPORTED, timing_message=CPU_NO_TIMING)
     elif timing is None:
         _not_run(row, "timing", "no timing for this cell")
-    elif timing["status"] != "ok":
+    elif timing["status"] != Status.OK:
         row.update(timing_status=timing["status"], timing_message=timing["message"])
     else:
         ref, oth = timing["reference"], timing["other"]
-        row.update(timing_status="ok", timing_message="", ref_median_ms=ref["median_ms"],
+        row.update(timing_status=Status.OK, timing_message="", ref_median_ms=ref["median_ms"],
                    splice_median_ms=oth["median_ms"], splice_min_ms=oth["min_ms"], splice_max_ms=oth["max_ms"],
                    noise=timing["ratio_noise"], samples=oth["samples"], ratio=timing["ratio"],
                    gpu=timing["device"]["name"], driver=str(timing["device"].get("driver_version") or
@@ -159,22 +154,23 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
            "module_hash": module_hash, "rr_version": __version__, "code_fingerprint": fingerprint,
            "created_at": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0), **(reference or {})}
     if not descriptor["phases"]:  # a layer without mma (rr describe --record): its status row, phase null
-        row.update(splice_status=descriptor.get("status", "no_phases"), splice_message=descriptor.get("message", ""))
+        row.update(splice_status=descriptor.get("status", Status.NO_PHASES),
+                   splice_message=descriptor.get("message", ""))
         for stage in ("compile", "capture", "timing"):
             _not_run(row, stage, "the layer has no phases")
         return row
     if p is not None:
         row.update({k: p[k] for k in ("M", "N", "K", "mma", "first_stmt", "last_stmt", "b_offsets", "c_offsets")})
-    splice = _read(cell / f"{recipe}.ptx.splice.json", "splice")
+    splice = _read(SPLICE.in_cell(cell, recipe), SPLICE)
     if splice is None:
-        _not_run(row, "splice", f"no splice record {cell / (recipe + '.ptx.splice.json')}: the splice failed "
+        _not_run(row, "splice", f"no splice record {SPLICE.in_cell(cell, recipe)}: the splice failed "
                  f"or did not run (its log says why)")
         for stage in ("compile", "capture", "timing"):
             _not_run(row, stage, "no spliced PTX")
         return row
-    if splice["status"] != "ok":
+    if splice["status"] != Status.OK:
         row.update(splice_status=splice["status"], splice_message=splice.get("message", ""))
-        why = ("the recipe does not apply to this phase" if splice["status"] == "not_applicable"
+        why = ("the recipe does not apply to this phase" if splice["status"] == Status.NOT_APPLICABLE
                else "the splice was refused")
         for stage in ("compile", "capture", "timing"):
             _not_run(row, stage, why)
@@ -185,20 +181,20 @@ def recipe_row(layer: str, phase: int | None, recipe: str, descriptor: dict, cel
                outside_checked=splice["outside_statements_checked"], spliced_sha1=splice["spliced_sha1"])
     if "regen" in splice:
         row.update({k: splice["regen"][k] for k in ("operands_rebuilt", "operands_live_in", "operands_chained")})
-    compiled = _read(cell / f"{recipe}.cubin.json", "compile")
+    compiled = _read(COMPILE.in_cell(cell, recipe), COMPILE)
     if compiled is None:
         _not_run(row, "compile", "no compile report")
     else:
         _compile(row, compiled, descriptor["entry"])
-    run = _read(cell / f"{recipe}.run.json", "run")
-    _capture(row, run, _read(cell / f"{recipe}.compare.json", "compare"))
-    layer_timing = _read(cell / f"{recipe}.layer_timing.json", "timing")
+    run = _read(RUN.in_cell(cell, recipe), RUN)
+    _capture(row, run, _read(COMPARE.in_cell(cell, recipe), COMPARE))
+    layer_timing = _read(LAYER_TIMING.in_cell(cell, recipe), LAYER_TIMING)
     if layer_timing is None:  # one layer's launch: its timing is the layer's
-        _timing(row, _read(cell / f"{recipe}.timing.json", "timing"), backend, run)
+        _timing(row, _read(TIMING.in_cell(cell, recipe), TIMING), backend, run)
         return row
     _timing(row, layer_timing, backend, run)  # a frame's cell: the layer alone, then the whole frame
-    frame_timing = _read(cell / f"{recipe}.timing.json", "timing")
-    if frame_timing is not None and frame_timing.get("status") == "ok":
+    frame_timing = _read(TIMING.in_cell(cell, recipe), TIMING)
+    if frame_timing is not None and frame_timing.get("status") == Status.OK:
         row.update(frame_ref_median_ms=frame_timing["reference"]["median_ms"],
                    frame_splice_median_ms=frame_timing["other"]["median_ms"],
                    frame_noise=frame_timing["ratio_noise"], frame_ratio=frame_timing["ratio"])

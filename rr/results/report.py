@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rr.io import atomic_dir
+from rr.records import Status
 from rr.results.schema import RESULTS_SCHEMA
 from rr.run.compile import FIGURES
 from rr.validation import InvalidInput, cut, open_regular
@@ -83,9 +84,9 @@ def outcome(row: dict) -> tuple[bool | None, str]:
     passed = row.get("passed")
     for stage in ("splice", "compile", "capture"):
         status = row.get(f"{stage}_status")
-        if status in ("ok", None) or (stage == "compile" and status in ("no_ptxas", "not_run")):
+        if status in (Status.OK, None) or (stage == "compile" and status in (Status.NO_PTXAS, Status.NOT_RUN)):
             continue
-        if status == "not_applicable":  # the recipe is not for this phase: grey, not a failure
+        if status == Status.NOT_APPLICABLE:  # the recipe is not for this phase: grey, not a failure
             return passed, "n/a"
         return passed, f"{stage}\n{status.replace('_', ' ')}"
     failed = [c["check"] for c in row.get("checks") or [] if c["passed"] is False
@@ -297,7 +298,7 @@ def _figure_text(row: dict, figure: str) -> str | None:
 def _status_text(row: dict) -> str:
     """The stages that did not end ok, with why."""
     lines = [f"{stage}: {row.get(f'{stage}_status')}" + (f" — {m}" if (m := row.get(f"{stage}_message")) else "")
-             for stage in ("splice", "compile", "capture", "timing") if row.get(f"{stage}_status") != "ok"]
+             for stage in ("splice", "compile", "capture", "timing") if row.get(f"{stage}_status") != Status.OK]
     return "\n".join(lines) or "all ok"
 
 

@@ -12,10 +12,10 @@ exits with IO_ERROR_EXIT and says why on stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from rr.records import RUN, Status, failure, record_text
 from rr.run.gpus import resolve_backend
 from rr.run.launch import LaunchError, read_launch, write_launch
 
@@ -39,16 +39,16 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
-        return _write_record(out / "run.json", record, code)
+        return _write_record(RUN.within(out), record, code)
 
     try:
         return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference, resident)
     except LaunchError as e:  # a launch or buffer file that does not read
-        return finish({"status": e.status, "backend": backend, "message": str(e)}, 2)
+        return finish(failure(e, backend=backend), 2)
     except OSError as e:  # a full disk, a file it may not read
         remove_files(out)  # what was written of the outputs, so that the record still fits
-        return finish({"status": "io_error", "backend": backend,
-                       "message": os_message(OSError(e.errno, e.strerror, e.filename or str(out)))}, IO_ERROR_EXIT)
+        return finish(failure(Status.IO_ERROR, os_message(OSError(e.errno, e.strerror, e.filename or str(out))),
+                              backend=backend), IO_ERROR_EXIT)
 
 
 def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | None = None,
@@ -69,30 +69,29 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
                                else run_cpu(launch_dir, mma=mma, progress=True))
             equal = set()
         except CpuUnsupported as e:
-            return finish({"status": "unsupported", "backend": "cpu", "message": str(e)}, 4)
+            return finish(failure(Status.UNSUPPORTED, str(e), backend="cpu"), 4)
         except ResourceLimit as e:  # a kernel that asks more memory than the interpreter allocates
-            return finish({"status": "resource", "backend": "cpu", "message": str(e)}, 4)
+            return finish(failure(Status.RESOURCE, str(e), backend="cpu"), 4)
         except MemoryError as e:  # what the bound does not cover (the registers): the allocation numpy names
-            return finish({"status": "resource", "backend": "cpu",
-                           "message": f"the cpu backend ran out of memory: {e or 'MemoryError'}"}, 4)
+            return finish(failure(Status.RESOURCE, f"the cpu backend ran out of memory: {e or 'MemoryError'}",
+                                  backend="cpu"), 4)
         except ParseError as e:  # a module that is not PTX: what the driver would refuse to load
-            return finish({"status": "bad_launch", "backend": "cpu", "message": str(e)}, 2)
+            return finish(failure(Status.BAD_LAUNCH, str(e), backend="cpu"), 2)
         except ExecutionError as e:  # what would fault on a GPU: out-of-bounds, divergent barriers
-            return finish({"status": "fault", "backend": "cpu", "message": str(e)}, 3)
+            return finish(failure(Status.FAULT, str(e), backend="cpu"), 3)
     elif backend == "cuda":
         try:
             from rr.run.cuda import run_cuda, run_frame_cuda
 
             record, outputs, equal = (run_frame_cuda if frame else run_cuda)(launch_dir, resident, reference)
         except NoDevice as e:
-            return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+            return finish(failure(Status.NO_DEVICE, str(e), backend="cuda"), 3)
         except (LaunchError, OSError):
             raise
         except Exception as e:  # CUDA errors: illegal address, launch failures, module load errors
-            return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+            return finish(failure(Status.FAULT, f"{type(e).__name__}: {e}", backend="cuda"), 3)
     else:
-        return finish({"status": "bad_launch", "backend": backend,
-                       "message": f"unknown backend {backend!r} (auto, cuda, cpu)"}, 2)
+        return finish(failure(Status.BAD_LAUNCH, f"unknown backend {backend!r} (auto, cuda, cpu)", backend=backend), 2)
     if frame:
         written = write_frame_outputs(out, launch_dir, outputs, reference, equal, described[0])
     else:
@@ -108,24 +107,24 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
         return _write_record(Path(out), record, code)
 
     if backend == "cpu":
-        return finish({"status": "unsupported", "backend": "cpu",
-                       "message": "the cpu backend gives no timing: times are only measured on a GPU"}, 4)
+        return finish(failure(Status.UNSUPPORTED, "the cpu backend gives no timing: times are only measured on a GPU",
+                              backend="cpu"), 4)
     try:
         device_info()
     except NoDevice as e:
-        return finish({"status": "no_device", "backend": "cuda", "message": str(e)}, 3)
+        return finish(failure(Status.NO_DEVICE, str(e), backend="cuda"), 3)
     from rr.run.timing import AllThrottled, time_pair
 
     try:
         record = time_pair(reference, other, float(noise_target), float(time_limit_s), resident=resident)
     except AllThrottled as e:
-        return finish({"status": "throttled", "backend": "cuda", "message": str(e)}, 3)
+        return finish(failure(Status.THROTTLED, str(e), backend="cuda"), 3)
     except LaunchError as e:  # a launch, frame or buffer file that does not read
-        return finish({"status": "bad_launch", "backend": "cuda", "message": str(e)}, 2)
+        return finish(failure(Status.BAD_LAUNCH, str(e), backend="cuda"), 2)
     except OSError as e:
-        return finish({"status": "io_error", "backend": "cuda", "message": os_message(e)}, IO_ERROR_EXIT)
+        return finish(failure(Status.IO_ERROR, os_message(e), backend="cuda"), IO_ERROR_EXIT)
     except Exception as e:  # a faulting kernel
-        return finish({"status": "fault", "backend": "cuda", "message": f"{type(e).__name__}: {e}"}, 3)
+        return finish(failure(Status.FAULT, f"{type(e).__name__}: {e}", backend="cuda"), 3)
     return finish(record, 0)
 
 
@@ -133,10 +132,10 @@ def _write_record(path: Path, record: dict, code: int) -> int:
     """The child's record; if even that cannot be written (a full disk), its reason on stderr and
     IO_ERROR_EXIT, which the parent turns into the io_error record."""
     try:
-        Path(path).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        Path(path).write_text(record_text(record))
     except OSError as e:
         Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
-        print(record.get("message") if record["status"] == "io_error" else os_message(e), file=sys.stderr)
+        print(record.get("message") if record["status"] == Status.IO_ERROR else os_message(e), file=sys.stderr)
         return IO_ERROR_EXIT
     return code
 

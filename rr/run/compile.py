@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rr import children
+from rr.records import Status
 from rr.validation import open_regular
 
 # what a results row shows of an entry's compile, per kernel: the ptxas figures a splice changes
@@ -56,7 +57,7 @@ class FunctionReport:
 
 @dataclass
 class CompileResult:
-    status: str  # ok, compile_error, no_ptxas
+    status: Status  # ok, compile_error, no_ptxas
     message: str
     arch: str
     ptxas: str | None
@@ -140,7 +141,7 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     when its writes fail: a full disk) is an OSError, not a compile."""
     ptxas = find_ptxas()
     if ptxas is None:
-        return CompileResult("no_ptxas", "ptxas not found: put the CUDA toolkit's bin on PATH or "
+        return CompileResult(Status.NO_PTXAS, "ptxas not found: put the CUDA toolkit's bin on PATH or "
                              "pip install nvidia-cuda-nvcc", arch, None, None)
     with open_regular(ptx) as f:  # ptxas opens it by name: a FIFO would block it until the timeout
         target = module_target(f.read())
@@ -157,17 +158,17 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
         r = children.run([ptxas, f"-arch={arch}", "-v", *extra, os.path.abspath(ptx), "-o", os.path.abspath(output)],
                          capture=True, timeout=timeout_s, niceness=PTXAS_NICENESS)
     except subprocess.TimeoutExpired:
-        return CompileResult("compile_error", f"ptxas did not finish in {timeout_s} s", arch, ptxas,
+        return CompileResult(Status.COMPILE_ERROR, f"ptxas did not finish in {timeout_s} s", arch, ptxas,
                              timeout_s * 1000)
     ms = (time.perf_counter() - t0) * 1000
     report = r.stdout + r.stderr
     functions, warnings = parse_report(report)
     if r.returncode != 0:
         errors = [l.strip() for l in report.splitlines() if "error" in l.lower() or "fatal" in l.lower()]
-        return CompileResult("compile_error", "\n".join(errors) or report.strip(), arch, ptxas, ms,
+        return CompileResult(Status.COMPILE_ERROR, "\n".join(errors) or report.strip(), arch, ptxas, ms,
                              functions, warnings)
     _check_whole(output)
-    return CompileResult("ok", "", arch, ptxas, ms, functions, warnings)
+    return CompileResult(Status.OK, "", arch, ptxas, ms, functions, warnings)
 
 
 def _elf_length(data: bytes) -> int | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from rr.run.frame import Frame, is_frame, load_frame_buffers, read_frame
+from rr.records import Status
 from rr.run.gpus import visible_gpus
 from rr.run.launch import Launch, load_buffers, module_image, param_images, read_launch
 
@@ -389,7 +390,7 @@ def run_cuda(directory: str | Path, resident: Resident | None = None,
     equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in launch.buffers.items()},
                             reference, resident)
     outputs = prepared.outputs(skip=equal)
-    record = {"status": "ok", "message": "", "backend": "cuda", "device": info, "resident": dict(resident.counts),
+    record = {"status": Status.OK, "message": "", "backend": "cuda", "device": info, "resident": dict(resident.counts),
               "times_ms": {"prepare": (t1 - t0) * 1e3, "launch_and_sync": (t2 - t1) * 1e3,
                            "copy_back": (time.perf_counter() - t2) * 1e3}}
     return record, outputs, equal
@@ -441,7 +442,7 @@ def run_frame_cuda(directory: str | Path, resident=None,
     equal = equal_on_device(prepared.device, directory, {n: b.file for n, b in frame.buffers.items()},
                             reference, resident)
     outputs = prepared.outputs(skip=equal)
-    return {"status": "ok", "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
+    return {"status": Status.OK, "message": "", "backend": "cuda", "frame": list(prepared.frame.frame),
             "start": prepared.frame.start, "device": info, "resident": dict(resident.counts),
             "layers": layers, "times_ms": {"prepare": (t1 - t0) * 1e3, "frame": (t2 - t1) * 1e3,
                                            "copy_back": (time.perf_counter() - t2) * 1e3}}, outputs, equal

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rr.run.launch import (Buffer, Field, Launch, LaunchError, check_module, copy_file, link_or_copy, load_buffer,
-                           parse_launch, save_buffer, save_outputs)
+from rr.records import Status
+from rr.run.launch import (Buffer, Field, Launch, LaunchError, copy_file, link_or_copy, load_buffer,
+                           parse_launch, replacing, save_buffer, save_outputs)
 from rr.validation import InvalidInput
 
 FRAME_FILE = "frame.json"
@@ -197,10 +198,11 @@ def _with(launch: Launch, **changes) -> Launch:
 
 
 def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Path,
-                  resume: str | Path | None = None) -> Frame:
+                  resume: str | Path | None = None, splice_record: str | Path | None = None) -> Frame:
     """`src` with one layer's module replaced (a splice of its kernel, a cubin): the buffers
     hard-linked (copied across file systems), the other modules copied. A probe splice's module
-    also gets its probe buffer `<layer>.probe` (zeros) as an extra kernel parameter.
+    also gets its probe buffer `<layer>.probe` (zeros) as an extra kernel parameter, as its
+    `splice_record` says (rr.run.launch.replacing).
 
     With `resume` — a run of `src` (its reference capture) — the frame starts at the replaced
     layer: what the layers before it wrote is taken from that run (the same kernels on the same
@@ -211,14 +213,13 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     record). The frame's outputs are those of the whole frame, for the cost of the layers that can
     differ."""
     from rr.io import atomic_dir, json_text
-    from rr.run.launch import _probe_of
 
     src, module, out = Path(src), Path(module), Path(out)
     frame = read_frame(src)
     target = frame.layer(layer)
-    kind = check_module(module)
     launch = target.launch
-    buffers, extra, probe = dict(frame.buffers), launch.extra, _probe_of(module)
+    kind, probe = replacing(module, launch, splice_record)
+    buffers, extra = dict(frame.buffers), launch.extra
     layer_buffers = dict(launch.buffers)
     if probe:
         name = f"{layer}.probe"
@@ -232,7 +233,7 @@ def replace_layer(src: str | Path, layer: str, module: str | Path, out: str | Pa
     before = {lyr.layer for lyr in frame.layers[:[x.layer for x in frame.layers].index(layer)]}
     if resume is not None and not frame.buffers.keys() <= read_frame(resume).buffers.keys():
         raise LaunchError(f"{resume}: not a run of {src} (its buffers are not the frame's)")
-    with atomic_dir(out, inputs=(src, module) + ((resume,) if resume else ())) as tmp:
+    with atomic_dir(out, inputs=(src, module, splice_record) + ((resume,) if resume else ())) as tmp:
         for b in frame.buffers.values():
             origin = Path(resume) if resume is not None and b.producer in before else src
             link_or_copy(origin / b.file, tmp / b.file)
@@ -285,7 +286,7 @@ def run_frame_cpu(directory: str | Path, progress: bool = False,
                     arrays[name] = load_buffer(directory / frame.reference / b.file)
             completed = lyr.layer
             break
-    return {"status": "ok", "message": "", "backend": "cpu", "frame": list(frame.frame), "start": frame.start,
+    return {"status": Status.OK, "message": "", "backend": "cpu", "frame": list(frame.frame), "start": frame.start,
             "completed_from_reference_after": completed,
             "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma}, "layers": layers,
             "times_ms": {"frame": (time.perf_counter() - t0) * 1e3}}, arrays
@@ -392,10 +393,12 @@ def compare_runs(a: str | Path, b: str | Path) -> RunComparison:
     return RunComparison(rows, {name: la[name].layer for name in common}, linked, sorted(set(la) ^ set(lb)))
 
 
-def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Path | None = None) -> Launch:
+def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Path | None = None,
+                  splice_record: str | Path | None = None) -> Launch:
     """One layer of a frame (a layout, or a run of one) as a launch directory of its own: its
     buffers as they are in `src` — after a run, what the layers before it left for it to read —
-    and its module (or `module` instead). What `rr time` times a layer alone on."""
+    and its module (or `module` instead, a probe splice's with the buffer its `splice_record`
+    says). What `rr time` times a layer alone on."""
     from rr.io import atomic_dir, scratch_dir
     from rr.run.launch import relaunch
 
@@ -408,7 +411,7 @@ def extract_layer(src: str | Path, layer: str, out: str | Path, module: str | Pa
     if module is not None:  # the same layer with another module: through relaunch (a probe's buffer too)
         with scratch_dir(out) as tmp:
             extract_layer(src, layer, tmp / "layer")
-            return relaunch(tmp / "layer", module, out)
+            return relaunch(tmp / "layer", module, out, splice_record)
     with atomic_dir(out, inputs=(src,)) as tmp:
         for name, b in launch.buffers.items():
             link_or_copy(src / b.file, tmp / files[name])

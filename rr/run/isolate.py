@@ -12,7 +12,6 @@ its child sees only that device; the record names it (`gpu`).
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import subprocess
 import sys
@@ -20,12 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rr.io import atomic_dir, json_text
+from rr.io import atomic_dir
+from rr.records import RUN, TIMING, Status, failure, read_record, record_text
 from rr.run.child import IO_ERROR_EXIT, os_message, remove_files
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
 from rr.run.launch import LaunchError, read_launch
 
-STATUSES = ("ok", "fault", "timeout", "no_device", "unsupported", "bad_launch", "io_error", "resource")
 
 
 def _child(args: list[str], gpu: str | None, timeout_s: float):
@@ -46,19 +45,19 @@ def _died(child, backend: str, what: str) -> dict:
     the process ended with (rr.run.child reports an exception as its name and text, never a
     traceback) or the signal that killed it."""
     if child.returncode is None:
-        return {"status": "fault", "backend": backend, "message": child.stderr}
+        return failure(Status.FAULT, child.stderr, backend=backend)
     tail = (child.stderr or child.stdout).strip().splitlines()[-5:]
     if child.returncode == IO_ERROR_EXIT and tail:
-        return {"status": "io_error", "backend": backend, "message": tail[-1]}
+        return failure(Status.IO_ERROR, tail[-1], backend=backend)
     if child.returncode < 0:
         import signal
 
         number = -child.returncode
         name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
-        return {"status": "fault", "backend": backend, "message": f"the {what} process was killed by {name}"
-                + (" (out of memory?)" if number == signal.SIGKILL else "")}
-    return {"status": "fault", "backend": backend,
-            "message": f"the {what} process died (exit {child.returncode}): " + " | ".join(tail)}
+        return failure(Status.FAULT, f"the {what} process was killed by {name}"
+                       + (" (out of memory?)" if number == signal.SIGKILL else ""), backend=backend)
+    return failure(Status.FAULT, f"the {what} process died (exit {child.returncode}): " + " | ".join(tail),
+                   backend=backend)
 
 
 def read_launch_or_frame(directory):
@@ -74,15 +73,15 @@ def _bad_launches(backend: str, *directories) -> dict | None:
         try:
             read_launch_or_frame(d)
         except LaunchError as e:
-            return {"status": e.status, "backend": backend, "message": str(e)}
+            return failure(e, backend=backend)
         except OSError as e:
-            return {"status": "io_error", "backend": backend, "message": os_message(e)}
+            return failure(Status.IO_ERROR, os_message(e), backend=backend)
     return None
 
 
 def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "auto",
                  timeout_s: float = 120, mma: str | None = None, reference: str | Path | None = None) -> dict:
-    """Run a launch in a child process; returns the run record written to OUT/run.json. `mma`:
+    """Run a launch in a child process; returns the run record written to OUT/run.json (rr.records.RUN). `mma`:
     the cpu backend's mma model (rr.numerics.mma.MMA_MODELS; the GPU has its own). `reference`: a
     capture of the unspliced launch or frame; the outputs equal to its buffers are hard links to
     its files (`linked_to_reference` in the record: rr.run.launch.save_outputs)."""
@@ -99,17 +98,17 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
                 with _device_for(backend) as gpu:
                     child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu,
                                    timeout_s)
-                record_path = tmp / "run.json"
-                record = json.loads(record_path.read_text()) if record_path.is_file() else _died(child, backend, "run's")
+                record_path = RUN.within(tmp)
+                record = read_record(record_path, RUN) if record_path.is_file() else _died(child, backend, "run's")
                 record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
         except subprocess.TimeoutExpired:
-            record = {"status": "timeout", "backend": backend,
-                      "message": f"the kernel did not finish within {timeout_s} s; the run's process was killed"}
+            record = failure(Status.TIMEOUT, f"the kernel did not finish within {timeout_s} s; the run's process was "
+                             "killed", backend=backend)
         record["gpu"] = gpu
         record["wall_ms"] = (time.perf_counter() - t0) * 1e3
-        if record["status"] != "ok":
+        if record["status"] != Status.OK:
             remove_files(tmp)  # a failed run leaves no partial buffers
-        (tmp / "run.json").write_text(json_text(record))
+        RUN.within(tmp).write_text(record_text(record))
     return record
 
 
@@ -125,15 +124,15 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
     bad = _bad_launches(backend, reference, other)
     if bad is not None:
         return bad
-    out = Path(tempfile.mkdtemp(prefix="rr-time-")) / "timing.json"
+    out = TIMING.within(tempfile.mkdtemp(prefix="rr-time-"))
     try:
         with _device_for(backend) as gpu:
             child = _child(["time", str(reference), str(other), str(out), str(noise_target), str(time_limit_s),
                             backend], gpu, time_limit_s * 2 + 120)
         if out.is_file():
-            return {**json.loads(out.read_text()), "gpu": gpu}
+            return {**read_record(out, TIMING), "gpu": gpu}
         return {**_died(child, backend, "timing"), "gpu": gpu}
     except subprocess.TimeoutExpired:
-        return {"status": "timeout", "message": "timing did not finish; its process was killed"}
+        return failure(Status.TIMEOUT, "timing did not finish; its process was killed")
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)

@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from rr.io import resolved
+from rr.records import LAUNCH_ERROR, SPLICE, Status, read_record, record_text
 from rr.validation import InvalidInput, open_regular, read_bytes
 
 HANDLE_BYTES = 8  # device pointers, texture and surface objects are 64-bit
@@ -53,12 +56,9 @@ class LaunchError(InvalidInput):
     """A launch description that cannot be used; names the file and the key at fault. `status`
     is the run record's: bad_launch, or what a launch directory made for a record says (no_launch)."""
 
-    def __init__(self, message: str, status: str = "bad_launch"):
+    def __init__(self, message: str, status: Status = Status.BAD_LAUNCH):
         super().__init__(message)
         self.status = status
-
-
-ERROR_FILE = "launch.error.json"  # a launch directory that stands for a launch that could not be made
 
 
 ELF_MAGIC = b"\x7fELF"
@@ -73,7 +73,7 @@ def module_kind(image: bytes, where: str | Path) -> str:
     if not image:
         raise LaunchError(f"{where}: an empty module file, nothing to load (rr splice --record leaves one for a "
                           "refused splice, rr compile --record for a failed compile: their records say why)",
-                          "no_module")
+                          Status.NO_MODULE)
     if image.startswith(ELF_MAGIC):
         return "cubin"
     if image.startswith(MAGIC_BYTES):
@@ -97,11 +97,45 @@ def module_image(path: str | Path) -> bytes:
 def check_module(path: str | Path) -> str:
     """The kind of a module file given to replace a launch's (rr relaunch --module); LaunchError
     if there is none to load."""
+    return module_kind(_module_bytes(path), path)
+
+
+def _module_bytes(path: str | Path) -> bytes:
     try:
-        image = read_bytes(path, error=LaunchError)
+        return read_bytes(path, error=LaunchError)
     except FileNotFoundError:
         raise LaunchError(f"{path}: no such module file") from None
-    return module_kind(image, path)
+
+
+KPARAM_INFO = 0x17  # EIATTR_KPARAM_INFO, in a cubin's .nv.info.<entry>: one per kernel parameter
+EIFMT_SVAL = 0x04  # an attribute with a 16-bit size and that many bytes of value (the others: 2 bytes)
+
+
+def entry_parameters(image: bytes, kind: str, entry: str) -> int | None:
+    """How many parameters `entry` takes in a module: the `.param`s of a PTX module's `.entry`, a
+    cubin's KPARAM_INFO attributes; None where the module does not say (a fatbin, an entry it
+    does not have)."""
+    if kind == "ptx":
+        found = re.search(rb"\.entry\s+" + re.escape(entry.encode()) + rb"(?![\w$])\s*(\(([^)]*)\))?", image)
+        return None if found is None else found.group(2).count(b".param") if found.group(1) else 0
+    if kind != "cubin" or len(image) < 64 or image[4:6] != b"\x02\x01":  # a 64-bit little-endian ELF file
+        return None
+    try:
+        shoff, = struct.unpack_from("<Q", image, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQ", image, shoff + i * shentsize) for i in range(shnum)]
+        names = sections[shstrndx][4]
+        wanted = f".nv.info.{entry}\0".encode()
+        for name, _, _, _, offset, size in sections:
+            if image[names + name:names + name + len(wanted)] == wanted:
+                count, at = 0, offset
+                while at + 4 <= offset + size:
+                    count += image[at + 1] == KPARAM_INFO
+                    at += 4 + (struct.unpack_from("<H", image, at + 2)[0] if image[at] == EIFMT_SVAL else 0)
+                return count
+    except (struct.error, IndexError):  # headers that point past the file: not a cubin ptxas wrote
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -142,6 +176,11 @@ class Launch:
     params_size: int = 0
     extra: tuple = ()  # fields passed as kernel parameters of their own after the block (a probe buffer)
 
+    @property
+    def parameters(self) -> int:
+        """How many kernel parameters the launch passes (`param_images`)."""
+        return (1 if self.layout == "block" else len(self.fields)) + len(self.extra)
+
     def to_json(self) -> dict:
         return {
             "entry": self.entry, "module": self.module, "grid": list(self.grid),
@@ -180,11 +219,9 @@ def read_launch(directory: str | Path) -> Launch:
 
     directory = Path(directory)
     path = directory / "launch.json"
-    if not path.exists() and (directory / ERROR_FILE).is_file():
-        error = read_json(directory / ERROR_FILE)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            raise LaunchError(f"{directory / ERROR_FILE}: {cut(error['message'], 1000)}",
-                              str(error.get("status", "bad_launch")))
+    if not path.exists() and LAUNCH_ERROR.within(directory).is_file():
+        error = read_record(LAUNCH_ERROR.within(directory), LAUNCH_ERROR, LaunchError)
+        raise LaunchError(f"{LAUNCH_ERROR.within(directory)}: {cut(error['message'], 1000)}", Status(error["status"]))
     if not path.exists():  # a FIFO or a directory there is refused by read_json, naming it
         check_directory(directory)
         raise LaunchError(f"{path}: no launch.json in {directory}")
@@ -446,27 +483,35 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     return written
 
 
-def write_launch_error(directory: str | Path, status: str, message: str) -> None:
-    """A launch directory that holds only why there is no launch (ERROR_FILE), for pipelines: every
-    later stage reads it as a LaunchError of that status and records it, so the sweep goes on."""
-    from rr.io import atomic_dir, json_text
+def write_launch_error(directory: str | Path, record: dict) -> None:
+    """A launch directory that holds only why there is no launch (its launch.error.json: the
+    failure's record, rr.records.failure), for pipelines: every later stage reads it as a
+    LaunchError of that status and records it, so the sweep goes on."""
+    from rr.io import atomic_dir
 
     with atomic_dir(directory) as tmp:
-        (tmp / ERROR_FILE).write_text(json_text({"status": status, "message": message}))
+        LAUNCH_ERROR.within(tmp).write_text(record_text(record))
 
 
-def _probe_of(module: Path) -> dict | None:
-    """The probe a spliced module writes, from its `splice.json` (beside the PTX it came from)."""
-    from rr.validation import read_json
-
-    for record in (Path(f"{module}.splice.json"), Path(f"{module.with_suffix('.ptx')}.splice.json")):
-        if record.is_file():
-            try:
-                probe = read_json(record)
-            except InvalidInput as e:
-                raise LaunchError(str(e)) from None
-            return probe.get("probe") if isinstance(probe, dict) else None
-    return None
+def replacing(module: Path, launch: Launch, splice_record: str | Path | None) -> tuple[str, dict | None]:
+    """(its kind, the probe it writes) of a module that replaces `launch`'s: the probe from its
+    splice record (what rr splice wrote beside it: a probe splice's names the buffer its extra
+    parameter points to), which the caller declares — nothing is looked for beside the module.
+    LaunchError when there is no module to load, or when its entry takes more parameters than the
+    launch passes (with the probe buffer, if the record names one): a probe splice's module
+    without its record, whose kernel would store through a pointer it was never given."""
+    image = _module_bytes(module)
+    kind = module_kind(image, module)  # named by what it holds, which PreparedLaunch loads it as
+    probe = None if splice_record is None else read_record(splice_record, SPLICE, LaunchError).get("probe")
+    passed = launch.parameters + bool(probe)
+    takes = entry_parameters(image, kind, launch.entry)
+    if takes is not None and takes > passed:
+        record = SPLICE.next_to(module) if kind == "ptx" else "the OUT.ptx.splice.json of the PTX it was compiled from"
+        raise LaunchError(f"{module}: its entry {launch.entry} takes {takes} parameters, the launch passes {passed}"
+                          + ("" if splice_record is not None else
+                             ": a probe splice's module takes its probe buffer as one parameter more — give its "
+                             f"splice record (--splice-record {record}), which says what to pass"))
+    return kind, probe
 
 
 COPY_CHUNK = 1 << 20  # bytes copy_file moves at a time
@@ -498,17 +543,18 @@ def link_or_copy(src: Path, dst: Path) -> OSError | None:
     return None
 
 
-def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
+def relaunch(src: str | Path, module: str | Path, out: str | Path, splice_record: str | Path | None = None) -> Launch:
     """A launch directory that is `src` with another module (a splice of its kernel, a cubin):
     the buffers are hard-linked (copied across file systems), the module copied in. A module made
     by the `probe` template also gets its probe buffer (zeros, one row of words per thread) as an
-    extra kernel parameter. Written to a temporary directory and renamed, so `out` appears whole."""
+    extra kernel parameter, as its `splice_record` says (`replacing`). Written to a temporary
+    directory and renamed, so `out` appears whole."""
     from rr.io import atomic_dir
 
     src, module, out = Path(src), Path(module), Path(out)
     launch = read_launch(src)
-    kind = check_module(module)  # named by what it holds, which PreparedLaunch loads it as
-    buffers, extra, probe = dict(launch.buffers), launch.extra, _probe_of(module)
+    kind, probe = replacing(module, launch, splice_record)
+    buffers, extra = dict(launch.buffers), launch.extra
     if probe:
         blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
@@ -516,7 +562,7 @@ def relaunch(src: str | Path, module: str | Path, out: str | Path) -> Launch:
         extra = extra + (Field("buffer", 0, buffer="probe"),)
     moved = Launch(launch.entry, f"kernel.{kind}", launch.grid, launch.block, launch.fields,
                    buffers, launch.shared_bytes, launch.layout, launch.params_size, extra)
-    with atomic_dir(out, inputs=(src, module)) as tmp:
+    with atomic_dir(out, inputs=(src, module, splice_record)) as tmp:
         for b in launch.buffers.values():
             link_or_copy(src / b.file, tmp / b.file)
         copy_file(module, tmp / moved.module)

@@ -25,16 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rr.io import check_output, replace_dir, scratch_dir, write_json
-
-# the records of one recipe, as collect reads them: <recipe>.<kind>
-RUN, COMPARE, TIMING, LAYER_TIMING = "run.json", "compare.json", "timing.json", "layer_timing.json"
+from rr.io import check_output, replace_dir, scratch_dir
+from rr.records import COMPARE, LAYER_TIMING, RUN, TIMING, Kind, Status, failure, write_record
 
 
 @dataclass(frozen=True)
 class Measurement:
     """What to measure: a splice's module in a launch or frame (the layer it replaces, for a frame),
-    against the reference capture of that launch or frame."""
+    against the reference capture of that launch or frame; its splice record says what a probe
+    splice's extra parameter points to (rr.run.launch.replacing)."""
 
     launch: Path  # the layer's launch directory, or the frame layout
     module: Path  # the splice: a cubin on cuda, PTX on the cpu backend
@@ -45,9 +44,10 @@ class Measurement:
     noise: float = 0.005
     time_limit_s: float = 30.0
     timeout_s: float = 3600.0
+    splice_record: Path | None = None  # rr splice's record of `module`
 
 
-def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=print) -> dict[str, dict]:
+def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=print) -> dict[Kind, dict | list]:
     """Measure one recipe's splice into `cell`: <recipe>.run.json, .compare.json and, on cuda,
     .timing.json (the frame or launch) and, for a frame, .layer_timing.json (its layer alone);
     returns them by kind. With `keep` its launch, capture and layer-alone directories stay in
@@ -60,7 +60,7 @@ def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=pri
     kinds = ("launch", "capture", "alone.launch")
     if keep:
         for kind in kinds:
-            check_output(cell / f"{recipe}.{kind}", (m.launch, m.module, m.reference, m.alone), "dir")
+            check_output(cell / f"{recipe}.{kind}", (m.launch, m.module, m.reference, m.alone, m.splice_record), "dir")
     records = {}
     with scratch_dir(cell) as work:
         dirs = {kind: work / f"{recipe}.{kind}" for kind in kinds}
@@ -68,19 +68,19 @@ def measure(m: Measurement, cell: Path, recipe: str, keep: bool = False, say=pri
         records[RUN] = _in_cell(run_isolated(dirs["launch"], dirs["capture"], backend, m.timeout_s,
                                              reference=m.reference), work, cell)
         say(f"{recipe}: run {records[RUN]['status']}")
-        write_json(cell / f"{recipe}.{RUN}", records[RUN])
+        write_record(RUN.in_cell(cell, recipe), records[RUN])
         records[COMPARE] = _compare(m.reference, dirs["capture"])
         same = all(r["identical"] for r in records[COMPARE]) if records[COMPARE] else None
         say(f"{recipe}: " + ("nothing compared" if same is None else "identical" if same else "differs"))
-        write_json(cell / f"{recipe}.{COMPARE}", records[COMPARE])
+        write_record(COMPARE.in_cell(cell, recipe), records[COMPARE])
         if backend == "cuda":
             records[TIMING] = _in_cell(_timed(m, m.launch, dirs["launch"], recipe, "", say), work, cell)
-            write_json(cell / f"{recipe}.{TIMING}", records[TIMING])
+            write_record(TIMING.in_cell(cell, recipe), records[TIMING])
             if m.alone is not None:
                 _layer_alone(m, dirs["alone.launch"])
                 records[LAYER_TIMING] = _in_cell(_timed(m, m.alone, dirs["alone.launch"], recipe, " (layer alone)",
                                                         say), work, cell)
-                write_json(cell / f"{recipe}.{LAYER_TIMING}", records[LAYER_TIMING])
+                write_record(LAYER_TIMING.in_cell(cell, recipe), records[LAYER_TIMING])
         if keep:
             for d in dirs.values():
                 if d.exists():
@@ -106,11 +106,12 @@ def _splice_launch(m: Measurement, backend: str, out: Path) -> None:
             if m.layer is None:
                 raise LaunchError(f"{m.launch} is a frame: say which layer the splice replaces")
             # the cpu backend resumes the frame at the replaced layer from the reference capture
-            replace_layer(m.launch, m.layer, m.module, out, m.reference if backend == "cpu" else None)
+            replace_layer(m.launch, m.layer, m.module, out, m.reference if backend == "cpu" else None,
+                          m.splice_record)
         else:
-            relaunch(m.launch, m.module, out)
+            relaunch(m.launch, m.module, out, m.splice_record)
     except LaunchError as e:
-        write_launch_error(out, e.status, str(e))
+        write_launch_error(out, failure(e))
 
 
 def _layer_alone(m: Measurement, out: Path) -> None:
@@ -119,9 +120,9 @@ def _layer_alone(m: Measurement, out: Path) -> None:
     from rr.run.launch import LaunchError, write_launch_error
 
     try:
-        extract_layer(m.reference, m.layer, out, m.module)
+        extract_layer(m.reference, m.layer, out, m.module, m.splice_record)
     except LaunchError as e:
-        write_launch_error(out, e.status, str(e))
+        write_launch_error(out, failure(e))
 
 
 def _compare(reference: Path, capture: Path) -> list[dict]:
@@ -139,7 +140,7 @@ def _timed(m: Measurement, reference: Path, other: Path, recipe: str, what: str,
     from rr.run.isolate import time_isolated
 
     record = time_isolated(reference, other, m.noise, m.time_limit_s, "cuda")
-    if record["status"] == "ok":
+    if record["status"] == Status.OK:
         say(f"{recipe}: ratio{what} {record['ratio']:.4f} ± {record['ratio_noise']:.2%} ({record['stop']})")
     else:
         say(f"{recipe}: timing{what} {record['status']}: {record.get('message', '')}")

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rr.records import Status
 from rr.run.cuda import PreparedLaunch, Resident, device_info, directory_identity, file_identity, read_resident
 
 
@@ -353,7 +354,7 @@ def time_pair(dir_a: str, dir_b: str, noise_target: float = 0.005, time_limit_s:
     a, b = (_series([t for x in measured for t in x[i]], throttled[i]) for i in (0, 1))
     noise = pairs_noise(measured)
     return {
-        "status": "ok", "backend": "cuda", "stop": stop, "noise_target": noise_target,
+        "status": Status.OK, "backend": "cuda", "stop": stop, "noise_target": noise_target,
         "reference": asdict(a), "other": asdict(b), "ratio": noise.ratio, "ratio_noise": noise.noise,
         "ratio_noise_parts": {"between": noise.between, "within": noise.within, "floor": noise.floor},
         "rounds": sum(len(x[0]) for x in measured), "instances": len(pairs), "instance_ratios": noise.ratios,

@@ -15,6 +15,7 @@ import re
 
 from rr.ptx import emit, linearise, parse
 from rr.ptx.model import Directive, Function
+from rr.records import Status
 
 
 class SpliceError(ValueError):
@@ -22,7 +23,7 @@ class SpliceError(ValueError):
     splice record gives it: error, or not_applicable for a phase the recipe is not for
     (rr.templates.NotApplicable)."""
 
-    def __init__(self, message: str, status: str = "error"):
+    def __init__(self, message: str, status: Status = Status.ERROR):
         super().__init__(message)
         self.status = status
 

@@ -10,9 +10,10 @@ from typing import NamedTuple
 
 from rr.describe import find_epilogues, find_phases
 from rr.describe.provenance import Dataflow
-from rr.io import atomic_paths, json_text
+from rr.io import atomic_paths
 from rr.ptx import linearise, parse
 from rr.ptx.parser import read_text
+from rr.records import SPLICE, Status, record_text
 from rr.splice.assemble import SpliceError, assemble
 from rr.templates import NotApplicable
 from rr.splice.liveness import cut_liveness
@@ -140,8 +141,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
             built = direct(flow, phases, epilogues, phase, recipe.params,
                            bool(recipe.with_epilogue_before or recipe.with_epilogue_after), register_types(function))
         except ValueError as e:
-            raise SpliceError(f"phase {phase}: {e}", "not_applicable" if isinstance(e, NotApplicable) else "error") \
-                from None
+            raise SpliceError(f"phase {phase}: {e}", Status.NOT_APPLICABLE if isinstance(e, NotApplicable)
+                              else Status.ERROR) from None
         first, last = built.first, built.last
     live = cut_liveness(function, statements, first, last)
     probe, extra_params, extra, result = None, [], {}, None
@@ -164,7 +165,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         result = assemble(text, entry, first, last, replacement, declarations, str(ptx), functions, extra_params,
                           function=function, statements=statements)
     record = {
-        "status": "ok", "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
+        "status": Status.OK, "recipe": recipe.name, "template": recipe.template, "entry": entry, "phase": phase,
         "cut": {"first_stmt": first, "last_stmt": last, "statements": last - first + 1},
         "inserted_statements": result.inserted, "outside_statements_checked": result.outside_checked,
         "live_in": live.live_in, "live_out": live.live_out, "predicates_in": live.predicates_in,
@@ -177,7 +178,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     if probe:
         record["probe"] = probe
     # the module and its record appear together (the record last: it says the module is complete)
-    with atomic_paths(output, str(output) + ".splice.json") as (module_tmp, record_tmp):
+    with atomic_paths(output, SPLICE.next_to(output)) as (module_tmp, record_tmp):
         module_tmp.write_bytes(result.text.encode("utf-8"))
-        record_tmp.write_bytes(json_text(record).encode("utf-8"))
+        record_tmp.write_bytes(record_text(record).encode("utf-8"))
     return record

@@ -19,6 +19,7 @@ import numpy as np
 
 from rr.io import atomic_dir
 from rr.numerics import fp8
+from rr.records import Status
 from rr.synth import layout as L
 from rr.synth.family import NAMES, layer_spec, level_extents
 from rr.validation import cut
@@ -61,6 +62,8 @@ def frame_inputs(ex: int, ey: int, seed: int = INPUT_SEED) -> tuple[np.ndarray, 
 
 class NoLaunch(ValueError):
     """A layer the synthetic engine has no launch for (a layer of a real corpus)."""
+
+    status = Status.NO_LAUNCH
 
 
 TOKEN = 16  # enc2 works on 16×16-pixel tokens: a 3840×2160 frame is 240×135 tokens

@@ -11,9 +11,9 @@ it at the cut's start, a value the cut writes right after the statement that wri
 mma that accumulates in place (`{%r176, %r177}` as both D and C, as NVVM writes a loop's
 accumulator) gets its true input C and its output D as two words. A named register is stored as it
 stands at the end of the cut. The buffer arrives as an extra kernel parameter after the entry's
-own; `rr relaunch` adds it to a launch when the module's `splice.json` carries a `probe` record.
-The record lists the words and, per `mma`, which words are its D, A, B and C, so the hardware's
-`mma` can be replayed on the same operands.
+own; `rr relaunch` adds it to a launch when given the module's splice record (`--splice-record`),
+which carries a `probe` record. The record lists the words and, per `mma`, which words are its D,
+A, B and C, so the hardware's `mma` can be replayed on the same operands.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 # Helpers shared by the rules: config lookups, so that no rule holds logic of its own.
 
 
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
 from rr.layers import LAYER_NAME, RESERVED_LAYERS
+from rr.records import COMPARE, COMPILE, DESCRIPTOR, LAYER_TIMING, RUN, SPLICE, TIMING, read_record
 from rr.run.gpus import resolve_backend
 from rr.splice.recipe import recipe_path
 from rr.synth.engine import LAYERS as ENGINE_LAYERS
@@ -41,8 +41,7 @@ def corpus_source():
 def layer_phases(layer):
     """The phases of a layer, from its descriptor (describe is a checkpoint)."""
     descriptor = checkpoints.describe.get(layer=layer).output.descriptor
-    with open(descriptor) as f:
-        return [p["phase"] for p in json.load(f)["phases"]]
+    return [p["phase"] for p in read_record(descriptor, DESCRIPTOR)["phases"]]
 
 
 def check_phase(layer, phase, phases):
@@ -95,8 +94,12 @@ def layer_dir(wildcards):
     return f"results/{wildcards.layer}"
 
 
+# a recipe's files in its cell: this, a dot and the file's name (the records': rr.records' kinds)
+RECIPE = "results/{layer}/phase{phase}/{recipe}"
+
+
 def layer_descriptor(wildcards):
-    return f"results/{wildcards.layer}/descriptor.json"
+    return str(DESCRIPTOR.within(layer_dir(wildcards)))
 
 
 # a layer wildcard: a layer's name (rr.layers.LAYER_NAME), not one of the workflow's own
@@ -213,11 +216,13 @@ def splice_module(wildcards):
 
 
 def measure_inputs(wildcards):
-    """A splice's measurement: the layer's launch (or the frame layout), the spliced module and the
-    reference capture it is compared with (on the cpu backend a frame also resumes from it)."""
+    """A splice's measurement: the layer's launch (or the frame layout), the spliced module, its
+    splice record (a probe splice's says what its extra parameter points to) and the reference
+    capture it is compared with (on the cpu backend a frame also resumes from it)."""
     return {
         "launch": layer_launch_dir(wildcards),
         "module": splice_module(wildcards),
+        "splice_record": str(SPLICE.in_cell(cell_dir(wildcards), wildcards.recipe)),
         "reference": reference_capture(wildcards),
     }
 
@@ -235,8 +240,8 @@ def layer_in(layers, member):
 def measure_outputs(alone):
     """The records rr measure writes for a recipe: the run, the comparison, on cuda the timing and,
     for a frame's layer (`alone`), the layer's own timing."""
-    kinds = RECORDS[2:] + (("layer_timing.json",) if alone else ())
-    return {kind.split(".")[0]: f"results/{{layer}}/phase{{phase}}/{{recipe}}.{kind}" for kind in kinds}
+    kinds = MEASURED + ((LAYER_TIMING,) if alone else ())
+    return {kind.name: f"{RECIPE}.{kind.file}" for kind in kinds}
 
 
 def layer_option(wildcards):
@@ -254,24 +259,23 @@ def recipe_files(wildcards):
     return [str(recipe_path(r)) for r in config["recipes"]]
 
 
-# the records of a cell's recipe: timing only where it can be measured (the cpu backend gives none,
-# and collect says so in the row instead of 152 jobs recording it)
-RECORDS = ("ptx.splice.json", "cubin.json", "run.json", "compare.json") + (
-    ("timing.json",) if BACKEND == "cuda" else ()
-)
+# the records of a cell's recipe (rr.records' kinds): rr measure's, with timing only where it can be
+# measured (the cpu backend gives none, and collect says so in the row instead of 152 jobs
+# recording it), after the splice's and the compile's
+MEASURED = (RUN, COMPARE) + ((TIMING,) if BACKEND == "cuda" else ())
+RECORDS = (SPLICE, COMPILE) + MEASURED
 
 
 def cell_records(wildcards):
     """Every record collect reads for a layer × phase cell, for each configured recipe (a frame's
     cell on the GPU also times its layer alone: layer_timing.json)."""
-    cell = f"results/{wildcards.layer}/phase{wildcards.phase}"
-    kinds = RECORDS + (("layer_timing.json",) if BACKEND == "cuda" and in_frame(wildcards) else ())
-    return [f"{cell}/{r}.{kind}" for r in config["recipes"] for kind in kinds]
+    kinds = RECORDS + ((LAYER_TIMING,) if BACKEND == "cuda" and in_frame(wildcards) else ())
+    return [str(kind.in_cell(cell_dir(wildcards), r)) for r in config["recipes"] for kind in kinds]
 
 
 def reference_compile(wildcards):
     """The compile record of the layer's unspliced module, read beside each of its rows."""
-    return f"results/{wildcards.layer}/reference.cubin.json"
+    return str(COMPILE.next_to(reference_cubin(wildcards.layer)))
 
 
 def cell_dir(wildcards):
@@ -290,7 +294,7 @@ CODE = {stage: fingerprint(stage) for stage in STAGES}
 
 def descriptor_args(wildcards):
     """--descriptor LAYER=PATH for every configured layer (arguments, as above)."""
-    return [arg for layer in configured_layers() for arg in ("--descriptor", f"{layer}=results/{layer}/descriptor.json")]
+    return [arg for layer in configured_layers() for arg in ("--descriptor", f"{layer}={DESCRIPTOR.within(f'results/{layer}')}")]
 
 
 # rr measure's options, shared by its two rules (run.smk)
@@ -306,7 +310,7 @@ MEASURE_PARAMS = {
 def measure_command(alone):
     """rr measure's command, shared by its two rules (run.smk); `alone`: also timed as the layer alone."""
     return (
-        "python3 -P -m rr measure {input.launch:q} --module {input.module:q}"
+        "python3 -P -m rr measure {input.launch:q} --module {input.module:q} --splice-record {input.splice_record:q}"
         " --reference {input.reference:q} {params.layer:q} --recipe {wildcards.recipe:q} --backend {params.backend:q}"
         " --noise {params.noise:q} --time-limit {params.limit:q} --timeout 3600 {params.keep:q} --record"
         f"{' --alone {input.alone:q}' if alone else ''} -o {{params.cell:q}} > {{log:q}} 2>&1"

@@ -5,7 +5,7 @@ checkpoint describe:
     input:
         index="resources/corpus/index.parquet",
     output:
-        descriptor="results/{layer}/descriptor.json",
+        descriptor=f"results/{{layer}}/{DESCRIPTOR.file}",
         phases="results/{layer}/phases.parquet",
         epilogues="results/{layer}/epilogues.parquet",
     log:

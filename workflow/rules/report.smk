@@ -38,7 +38,7 @@ rule summary:
 rule report_figures:
     input:
         summary="results/summary.parquet",
-        descriptors=layer_files("results/{layer}/descriptor.json"),
+        descriptors=layer_files(f"results/{{layer}}/{DESCRIPTOR.file}"),
     output:
         identity=report(
             "results/report/identity.png",

@@ -101,7 +101,7 @@ rule compile_reference:
         index="resources/corpus/index.parquet",
     output:
         cubin="results/{layer}/reference.cubin",
-        report="results/{layer}/reference.cubin.json",
+        report=str(COMPILE.next_to(reference_cubin("{layer}"))),
     log:
         "logs/compile/{layer}_reference.log",
     # the unspliced module's ptxas figures, once per layer: each row's ref_* columns and deltas
@@ -209,7 +209,7 @@ rule collect:
 rule layer_status:
     input:
         index="resources/corpus/index.parquet",
-        descriptor="results/{layer}/descriptor.json",
+        descriptor=f"results/{{layer}}/{DESCRIPTOR.file}",
     output:
         "results/{layer}_nophases.parquet",
     log:

@@ -12,7 +12,7 @@ rule splice:
         recipe=recipe_file,
     output:
         ptx="results/{layer}/phase{phase}/{recipe}.ptx",
-        record="results/{layer}/phase{phase}/{recipe}.ptx.splice.json",
+        record=f"{RECIPE}.{SPLICE.file}",
     log:
         "logs/splice/{layer}_phase{phase}_{recipe}.log",
     conda:
@@ -31,7 +31,7 @@ rule compile:
         "results/{layer}/phase{phase}/{recipe}.ptx",
     output:
         cubin="results/{layer}/phase{phase}/{recipe}.cubin",
-        report="results/{layer}/phase{phase}/{recipe}.cubin.json",
+        report=f"{RECIPE}.{COMPILE.file}",
     log:
         "logs/compile/{layer}_phase{phase}_{recipe}.log",
     # ptxas on a large entry takes seconds to minutes: the same PTX, arch and rr compile again

@@ -21,6 +21,7 @@ import numpy as np
 
 from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS
 from rr.ptx._bulk import no_gc
+from rr.records import Status
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
 from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk
 from rr.run.cpu.program import DecodeError, decode
@@ -163,7 +164,7 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
             lane_steps += m.lane_steps
             unwritten.update({k: v for k, v in m.unwritten.items() if k not in unwritten})
     t2 = time.perf_counter()
-    record = {"status": "ok", "message": "", "backend": "cpu",
+    record = {"status": Status.OK, "message": "", "backend": "cpu",
               "device": {"name": "rr PTX interpreter (numpy)", "mma_model": mma},
               "statements": len(program.ops), "lanes": threads, "lane_statements": lane_steps,
               "unwritten_registers": [f"{r} first read at {w}" for r, w in sorted(unwritten.items())],
