@@ -32,7 +32,7 @@ def cmd_compile(args) -> int:
     if result.status != Status.OK:
         note(f"rr: {result.status}: {args.ptx}: {result.message}")
         # PTX ptxas refuses is bad input, as every other command's (2); no ptxas to run is not (1)
-        return 0 if args.record else (2 if result.status == "compile_error" else 1)
+        return 0 if args.record else (2 if result.status == Status.COMPILE_ERROR else 1)
     for f in result.functions.values():
         regs = f"{f.registers} registers, " if f.registers is not None else ""
         shared = f", {f.shared_bytes} bytes shared" if f.shared_bytes is not None else ""

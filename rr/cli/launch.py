@@ -28,7 +28,7 @@ def _compiled_modules(args, layers: list[str]) -> dict[str, Path]:
         try:
             check_module(path)
         except LaunchError as e:  # an empty cubin (a failed compile's) keeps its status, no_module
-            raise LaunchError(f"--module {cut(item)!r}: {e}", getattr(e, "status", "bad_launch")) from None
+            raise LaunchError(f"--module {cut(item)!r}: {e}", e.status) from None
         except OSError as e:
             raise UserError(f"--module {cut(item)!r}: {e}") from None
         out[layer] = path
@@ -44,13 +44,8 @@ def cmd_launch(args) -> int:
     entry = _entry(args.entry_pattern, args.layer)
     try:
         module = _compiled_modules(args, [args.layer]).get(args.layer)
-    except LaunchError as e:
-        if not args.record:
-            raise UserError(str(e)) from None
-        # for pipelines: the layer's module did not compile; its captures record why, as rows
-        write_launch_error(args.output, e.status, f"{e}")
-        note(f"rr: no launch: {e}")
-        return 0
+    except LaunchError as e:  # the layer's module did not compile: with --record its captures say so, as rows
+        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
     module = module or resolve_ptx(args.corpus, entry)
     try:
         if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)

@@ -148,7 +148,7 @@ def compile_ptx(ptx: str | Path, output: str | Path, arch: str = "sm_90",
     try:
         arch = compile_arch(target, arch)
     except ValueError as e:
-        return CompileResult("compile_error", str(e), arch, ptxas, None)
+        return CompileResult(Status.COMPILE_ERROR, str(e), arch, ptxas, None)
     output = Path(output)
     t0 = time.perf_counter()
     try:
