@@ -27,16 +27,13 @@ def candidates(corpus: Path, entry: str, recipe: Path):
     and described once, the template asked phase by phase (what `rr splice` does per call)."""
     from rr.corpus.extract import find_entry
     from rr.splice.recipe import load_recipe
-    from rr.splice.splice import described_entry
-    from rr.templates.direct import direct
-    from rr.templates.isolate import register_types
+    from rr.splice.splice import applied, described_entry
 
     (path, _), = find_entry(corpus, entry)
-    _, function, flow, phases, epilogues = described_entry(path, entry)
-    params, types = load_recipe(recipe).params, register_types(function)
-    for phase in range(1, len(phases) + 1):
+    described, chosen = described_entry(path, entry), load_recipe(recipe)
+    for phase in range(1, len(described.phases) + 1):
         try:
-            direct(flow, phases, epilogues, phase, params, False, types)
+            applied(described, chosen, phase)
             yield phase, None
         except ValueError as e:
             yield phase, str(e)

@@ -22,8 +22,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rr"
 ALLOWED_CIRCLES = {
     "the PTX front end (one opcode table: forms, def/use and the parser from one place)": {
         "rr.ptx.defuse", "rr.ptx.forms", "rr.ptx.model", "rr.ptx.operands", "rr.ptx.scan", "rr.ptx.scopes"},
-    "the direct templates (one template interface and registry)": {
-        "rr.templates.direct", "rr.templates.transposed"},
 }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rr.splice.recipe import RecipeError, load_recipe
+from rr.templates.registry import template_of
 
 RECIPES = Path(__file__).resolve().parents[1] / "config" / "recipes"
 
@@ -37,8 +38,9 @@ def test_bad_recipes_name_the_file_and_key(tmp_path, edit, message):
 def test_unknown_template_and_broken_yaml(tmp_path):
     f = tmp_path / "t.yaml"
     f.write_text("name: t\ndescription: x\ncut: {phase: 2}\ntemplate: {name: magic}\n")
-    with pytest.raises(RecipeError, match="template.name: 'magic' is not one of"):
-        load_recipe(f)
+    # the registry is the list of templates, asked where a recipe's template is applied
+    with pytest.raises(RecipeError, match=f"{f}: template.name: 'magic' is not one of the templates \\(regen, "):
+        template_of(load_recipe(f))
     f.write_text("name: t\ndescription: [unclosed\n")
     with pytest.raises(RecipeError, match=r"t.yaml:\d+:\d+: not valid YAML"):
         load_recipe(f)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from rr.records import Status
-from rr.splice.recipe import Recipe
+from rr.splice.recipe import Check, Recipe
 
 # statuses of a stage that ran and failed because of the splice (anything else not ok: not measured)
 _FAILED = {"splice": (Status.ERROR,), "compile": (Status.COMPILE_ERROR,), "capture": (Status.FAULT, Status.TIMEOUT)}
@@ -47,7 +47,7 @@ def _capture_check(name: str, row: dict, recipe: Recipe) -> dict:
         return unmeasured
     buffers = row.get("buffers") or []
     final = row.get("final_buffer")  # a whole frame's capture: the final frame is what is judged
-    if name == "identical_output":
+    if name == Check.IDENTICAL_OUTPUT:
         if final:
             judged = [b for b in buffers if b["name"] == final]
             differing = sum(b["differing_elements"] for b in judged)
@@ -74,12 +74,12 @@ def evaluate(recipe: Recipe, row: dict) -> list[dict]:
     """The recipe's checks, in its order, on a row collect has filled (rr.results.schema.CHECK)."""
     out = []
     for name in recipe.checks:
-        if name == "roundtrip":
+        if name == Check.ROUNDTRIP:
             out.append(_splice_check(name, row, "the spliced module round-trips through the front end", None))
-        elif name == "outside_unchanged":
+        elif name == Check.OUTSIDE_UNCHANGED:
             out.append(_splice_check(name, row, "statements outside the cut compared, all unchanged",
                                      "outside_checked"))
-        elif name == "ptxas":
+        elif name == Check.PTXAS:
             out.append(_unmeasured(name, row, "compile") or _check(
                 name, True, f"ptxas compiled it for {row.get('arch')}: {row.get('registers')} registers"))
         else:

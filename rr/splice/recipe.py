@@ -10,16 +10,30 @@ name shipped with rr (rr/data/recipes/), so `rr splice --recipe regen` works fro
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from rr.validation import InvalidInput, load_yaml, schema, validate
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "recipes"
 WORKFLOW_RECIPES = Path("config") / "recipes"  # relative to the workflow's directory (the current one)
-CHECKS = ("roundtrip", "outside_unchanged", "ptxas", "identical_output", "psnr")
-DEFAULT_CHECKS = ("roundtrip", "outside_unchanged", "ptxas")
+
+
+class Check(StrEnum):
+    """The checks a recipe can ask of its result (rr.results.checks evaluates them): the one list of
+    their names, from which the recipe schema's enum of them is made when a recipe is read."""
+
+    ROUNDTRIP = "roundtrip"
+    OUTSIDE_UNCHANGED = "outside_unchanged"
+    PTXAS = "ptxas"
+    IDENTICAL_OUTPUT = "identical_output"
+    PSNR = "psnr"
+
+
+DEFAULT_CHECKS = (Check.ROUNDTRIP, Check.OUTSIDE_UNCHANGED, Check.PTXAS)
 DEFAULT_PSNR_DB = 40.0  # the psnr check's threshold when the recipe gives none
 
 
@@ -32,11 +46,11 @@ class Recipe:
     name: str
     description: str
     phase: int
+    template: str  # a name of rr.templates.registry's
     with_epilogue_before: int | str = 0
     with_epilogue_after: int | str = 0
-    template: str = "regen"
     params: dict = field(default_factory=dict)
-    checks: tuple = DEFAULT_CHECKS  # names from CHECKS, in the recipe's order
+    checks: tuple = DEFAULT_CHECKS  # Check names, in the recipe's order
     psnr_min_db: float = DEFAULT_PSNR_DB  # what the psnr check requires of the worst buffer
     source: str = ""
 
@@ -75,6 +89,17 @@ def recipe_name(recipe: str | Path) -> str:
     return name
 
 
+@functools.cache
+def recipe_schema() -> dict:
+    """rr/data/recipe.schema.yaml with the check names (`$defs.check`) made from Check. The template
+    names are not in it: rr.templates.registry is their list, and `rr splice`, which applies a
+    recipe's template, refuses a name it does not hold (this module, which rr collect and the run
+    stage read recipes with, stays apart from the templates' code)."""
+    shipped = schema("recipe.schema.yaml")
+    check = {**shipped["$defs"]["check"], "enum": [c.value for c in Check]}
+    return {**shipped, "$defs": {**shipped["$defs"], "check": check}}
+
+
 def _checks(raw: list, path: Path) -> tuple[tuple, float]:
     """The check names in order and the PSNR threshold; a check is a name, or `{psnr: {min_db: X}}`."""
     names, threshold = [], DEFAULT_PSNR_DB
@@ -99,9 +124,9 @@ def load_recipe(recipe: str | Path) -> Recipe:
         raw = load_yaml(path)
     except InvalidInput as e:
         raise RecipeError(str(e)) from None
-    validate(raw, schema("recipe.schema.yaml"), str(path), RecipeError)
+    validate(raw, recipe_schema(), str(path), RecipeError)
     cut, template = raw["cut"], raw["template"]
     checks, psnr_min_db = _checks(raw.get("checks", list(DEFAULT_CHECKS)), path)
-    return Recipe(raw["name"], raw["description"].strip(), cut["phase"], cut.get("with_epilogue_before", 0),
-                  cut.get("with_epilogue_after", 0), template["name"], template.get("params", {}),
+    return Recipe(raw["name"], raw["description"].strip(), cut["phase"], template["name"],
+                  cut.get("with_epilogue_before", 0), cut.get("with_epilogue_after", 0), template.get("params", {}),
                   checks, psnr_min_db, str(path))

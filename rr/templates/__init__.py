@@ -1,5 +1,6 @@
 """Native phase emitters ("wave templates") for splicing: each turns a cut into replacement code
-that reads exactly the cut's live-ins and defines exactly its live-outs."""
+that reads exactly the cut's live-ins and defines exactly its live-outs. The interface they share
+is rr.templates.base, the list of them rr.templates.registry."""
 
 
 class TemplateError(ValueError):

@@ -33,10 +33,10 @@ cannot be rebuilt exactly is a refusal, with the reason.
 
 Outlining. With `outline: phase` the phase's mma run in a `.func`, called as the isolate template
 calls its phase; with `outline: construction` the construction and everything after it in the cut
-do (rr.splice.splice does it: the direct splice is assembled, described again, and that range
-isolated). ptxas allocates the entry's registers around a call differently — in the synthetic
-enc2, isolating phase 8 is what lowered the kernel's spills (176 to 164 bytes) and its time —
-so the direct construction and the isolation can be had together.
+do (`outlined`: the isolate template applied to that range of the entry as the direct splice
+leaves it, a splice of a splice). ptxas allocates the entry's registers around a call
+differently — in the synthetic enc2, isolating phase 8 is what lowered the kernel's spills (176 to
+164 bytes) and its time — so the direct construction and the isolation can be had together.
 
 Liveness. The construction is placed where the first removed statement stood (`place: staging`,
 the default: the accumulators are read where the original read them) or just before the phase's
@@ -57,9 +57,15 @@ from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Dataflow, _Tracer, phase_operands
 from rr.ptx import linearise, parse
 from rr.ptx.statements import operands as statement_operands
-from rr.ptx.model import Block, Imm, Instruction, Reg, Vec, emit_items
+from rr.ptx.model import Imm, Instruction, Reg, Vec, emit_items
 from rr.ptx.reaching import UNDEFINED
+from rr.splice.assemble import assemble
+from rr.splice.recipe import Check
 from rr.templates import NotApplicable, TemplateError
+from rr.templates.base import Cut, Entry, Spliced
+from rr.templates.body import body_items, ranges, register_readers, register_types
+from rr.templates.isolate import isolate
+from rr.templates.transposed import transposed
 
 MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16"  # the PTX ISA's spelling; modifiers may come in any order
 _MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
@@ -213,15 +219,6 @@ class Staging:
             for name, v in written.items():
                 self.values[(name, d)] = v
         return self.values[key]
-
-
-def _users(flow: Dataflow) -> dict[str, list[int]]:
-    """register -> the statements that read it."""
-    out: dict[str, list[int]] = {}
-    for s in flow.statements:
-        for u in dict.fromkeys(s.uses):
-            out.setdefault(u, []).append(s.stmt)
-    return out
 
 
 def removable(flow: Dataflow, staging: set, operand_reads: set, users: dict) -> tuple[set, dict]:
@@ -433,78 +430,30 @@ def check(lines: list[str], targets: dict[str, Lanes], accumulators: set) -> Non
 # -- the template --------------------------------------------------------------------------------
 
 
+class Lead(NamedTuple):
+    """Where a range of a replacement begins: after `statements` of its statements, `items` of its
+    entries (an instruction, or a { } block kept whole)."""
+
+    statements: int
+    items: int
+
+
 @dataclass
-class Direct:
-    first: int
-    last: int
-    replacement: list
-    declarations: list
-    record: dict
-    lead: int = 0  # statements of the replacement before the construction's first
-    phase_lead: int = 0  # … before the phase's first (after the construction where it is placed there)
+class Built:
+    """The build construction's splice (with the cut it chose), and where in its replacement the
+    construction and the phase begin (the ranges outlining moves into a `.func`)."""
+
+    spliced: Spliced
+    construction: Lead
+    phase: Lead
 
 
-def body_items(function) -> list[tuple[int, int, object]]:
-    """(first statement, last statement, item) of every body-level instruction and { … } block
-    that holds statements, in order (a block's statements flattened as `linearise` counts them)."""
-    out, n = [], 0
-    for item in function.body or ():
-        if type(item) is Instruction:
-            n += 1
-            out.append((n, n, item))
-        elif type(item) is Block:
-            count, stack = 0, [iter(item.items)]
-            while stack:
-                for x in stack[-1]:
-                    if type(x) is Instruction:
-                        count += 1
-                    elif type(x) is Block:
-                        stack.append(iter(x.items))
-                        break
-                else:
-                    stack.pop()
-            if count:
-                out.append((n + 1, n + count, item))
-                n += count
-    return out
-
-
-def _ranges(stmts) -> list[str]:
-    """Statement numbers as runs: ['s2370–s2489', 's2500']."""
-    runs: list[list[int]] = []
-    for s in sorted(stmts):
-        if runs and s == runs[-1][-1] + 1:
-            runs[-1].append(s)
-        else:
-            runs.append([s])
-    return [f"s{r[0]}" if len(r) == 1 else f"s{r[0]}–s{r[-1]}" for r in runs]
-
-
-def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: dict, widened: bool,
-           types: dict) -> Direct:
-    """The direct splice of `phase`: its cut, replacement, declarations and record; a
-    TemplateError saying why where there is none."""
-    if widened:
-        raise TemplateError("the direct template finds the statements it cuts from the description: a recipe "
-                            "for it gives no with_epilogue_before / with_epilogue_after")
-    construction = params.get("construction", "build")
-    if construction not in CONSTRUCTIONS:
-        raise TemplateError(f"params.construction: {construction!r} is not one of {', '.join(CONSTRUCTIONS)}")
-    if construction == "transposed":
-        if params.get("outline", "none") != "none":
-            raise TemplateError("params.outline: the transposed construction is not outlined (outline: none)")
-        if "place" in params:  # its steps stand where the steps they replace stood
-            raise TemplateError("params.place: the transposed construction places each step itself; give no place")
-        from rr.templates.transposed import transposed
-
-        return transposed(flow, phases, epilogues, phase, types)
-    place = params.get("place", "staging")
-    if place not in PLACES:
-        raise TemplateError(f"params.place: {place!r} is not one of {', '.join(PLACES)}")
-    if params.get("outline", "none") not in OUTLINES:
-        raise TemplateError(f"params.outline: {params['outline']!r} is not one of {', '.join(OUTLINES)}")
+def build_construction(entry: Entry, phase: int, place: str) -> Built:
+    """The build construction for `phase`; NotApplicable where no operand is a pack or transpose,
+    a TemplateError saying why it cannot be built."""
+    flow, phases, types = entry.flow, entry.phases, register_types(entry.function)
     p = phases[phase - 1]
-    tracer = _Tracer(flow, phases, epilogues)
+    tracer = _Tracer(flow, phases, entry.epilogues)
     sources = phase_operands(flow, p, tracer)
     roles, reasons = {}, []
     for role in ("A", "B"):
@@ -543,8 +492,7 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
             raise TemplateError(f"{reg}: a {8 * len(value[0])}-bit operand register, not a b32 fragment word")
         targets[reg] = value
     staging = set().union(*(s.slice for s in stagings.values()))
-    users = _users(flow)
-    removed, kept_staging = removable(flow, staging, operand_reads, users)
+    removed, kept_staging = removable(flow, staging, operand_reads, register_readers(statements))
     if not removed:
         # name a read from outside the staging, not a staging statement kept because of one
         d, (reg, u) = min(kept_staging.items(), key=lambda kv: (kv[1][1] in staging, kv[0]))
@@ -588,16 +536,16 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         if clash and not (is_mma(s.opcode) and s.stmt in mmas and not clash & set(s.defs)):
             raise TemplateError(f"s{s.stmt} ({s.opcode}) kept in the cut touches {', '.join(sorted(clash))}, "
                                 "which the construction writes")
-    replacement, lead, phase_lead, count = [], 0, None, 0  # count: the replacement's statements so far
+    replacement, lead, phase_lead, count = [], None, None, 0  # count: the replacement's statements so far
     for a, b, item in items:
         if b < first or a > last:
             continue
         if a <= at <= b:
-            lead = count
+            lead = Lead(count, len(replacement))
             replacement += builder.lines
             count += len(builder.lines)
         if phase_lead is None and a >= p.first_stmt:
-            phase_lead = count
+            phase_lead = Lead(count, len(replacement))
         gone = [x for x in range(a, b + 1) if x in removed]
         if type(item) is Instruction:
             replacement += [] if gone else [statements[a - 1].text]
@@ -621,8 +569,8 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
                       "registers": sorted(r for r, q in regs.items() if q == role),
                       "built": sorted(r for r in targets if regs[r] == role)} for role, src in roles.items()],
         "refused_roles": reasons,
-        "staging": {"statements": len(staging), "kept": _ranges(kept_staging)},
-        "removed": {"statements": len(removed), "ranges": _ranges(removed), "ops": dict(sorted(removed_ops.items()))},
+        "staging": {"statements": len(staging), "kept": ranges(kept_staging)},
+        "removed": {"statements": len(removed), "ranges": ranges(removed), "ops": dict(sorted(removed_ops.items()))},
         "kept_in_cut": {"statements": len(kept), "mma": len(mmas)},
         "added": {"instructions": len(builder.lines), "ops": dict(sorted(added.items()))},
         "place": place, "at_stmt": at,
@@ -638,5 +586,59 @@ def direct(flow: Dataflow, phases: list, epilogues: list, phase: int, params: di
         "k_slots": "unchanged: the operand registers are bit-identical to the original staging's",
         "bit_safety": BIT_SAFETY,
     }
-    return Direct(first, last, replacement, declarations, record, lead, phase_lead)
+    spliced = Spliced(replacement, declarations, record=record, cut=Cut(entry, first, last, phase))
+    return Built(spliced, lead, phase_lead)
+
+
+def outlined(entry: Entry, direct: Built, outline: str) -> Spliced:
+    """The direct splice with its phase (`outline: phase`) or its construction and all that follows
+    it in the cut (`construction`) moved into a `.func`: the isolate template applied to that range
+    of the entry as the direct splice leaves it. The range ends the replacement, so the result is
+    the direct splice's replacement up to the range, then the call."""
+    spliced, cut = direct.spliced, direct.spliced.cut
+    name = f"rr_{entry.function.name}_phase{cut.phase}_direct"
+    changed = assemble(entry.text, entry.function.name, cut.first, cut.last, spliced.replacement, spliced.declarations,
+                       entry.source, function=entry.function, statements=entry.statements)
+    after = Entry(changed.text, entry.function.name, entry.source)
+    lead = direct.phase if outline == "phase" else direct.construction
+    # the phase's last mma ends the replacement
+    moved = Cut(after, cut.first + lead.statements, cut.first + changed.inserted - 1, cut.phase)
+    call = isolate(after, moved, name)
+    live = moved.live
+    record = {**spliced.record, "outline": {
+        "what": outline, "function": name, "statements": moved.last - moved.first + 1, "live_in": len(live.live_in),
+        "live_out": len(live.live_out), "predicates_in": len(live.predicates_in),
+        "predicates_out": len(live.predicates_out)}}
+    return Spliced(spliced.replacement[:lead.items] + call.replacement, spliced.declarations,
+                   functions=call.functions, record=record, cut=cut)
+
+
+class Direct:
+    """The template: `params.construction` build (default; with `place` and `outline`) or
+    transposed (rr.templates.transposed). It finds its cut itself, from the description."""
+
+    checks = (Check.IDENTICAL_OUTPUT,)
+
+    def apply(self, entry: Entry, cut: Cut, params: dict) -> Spliced:
+        if cut.widened:
+            raise TemplateError("the direct template finds the statements it cuts from the description: a recipe "
+                                "for it gives no with_epilogue_before / with_epilogue_after")
+        construction = params.get("construction", "build")
+        if construction not in CONSTRUCTIONS:
+            raise TemplateError(f"params.construction: {construction!r} is not one of {', '.join(CONSTRUCTIONS)}")
+        outline = params.get("outline", "none")
+        if construction == "transposed":
+            if outline != "none":
+                raise TemplateError("params.outline: the transposed construction is not outlined (outline: none)")
+            if "place" in params:  # its steps stand where the steps they replace stood
+                raise TemplateError("params.place: the transposed construction places each step itself; give no "
+                                    "place")
+            return transposed(entry, cut.phase)
+        place = params.get("place", "staging")
+        if place not in PLACES:
+            raise TemplateError(f"params.place: {place!r} is not one of {', '.join(PLACES)}")
+        if outline not in OUTLINES:
+            raise TemplateError(f"params.outline: {outline!r} is not one of {', '.join(OUTLINES)}")
+        direct = build_construction(entry, cut.phase, place)
+        return direct.spliced if outline == "none" else outlined(entry, direct, outline)
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import re
 
-from rr.ptx.statements import Statement
 from rr.ptx.model import register_names
 from rr.ptx.statements import operands as statement_operands
+from rr.splice.recipe import Check
 from rr.templates import TemplateError
+from rr.templates.base import Cut, Entry, Spliced
 
 _F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")
 _F32_ACCUMULATE = re.compile(r"\.f32\.(e4m3|e5m2)\.(e4m3|e5m2)\.f32")
 
 
-def f32acc(statements: list[Statement], first: int, last: int, live_out: list[str]) -> tuple[list[str], list[str], dict]:
-    """(replacement statements, new register declarations, record) for a phase's cut."""
-    cut = statements[first - 1:last]
+def f32acc(entry: Entry, at: Cut) -> Spliced:
+    """The phase's cut `at` with its chains accumulated in f32."""
+    cut = entry.statements[at.first - 1:at.last]
     others = [s for s in cut if not s.opcode.startswith("mma.")]
     chains = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
     if any(chains & set(s.uses) for s in others):
@@ -44,7 +45,7 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
         n_b16 += 1
         return f"%rrh{n_b16 - 1}"
 
-    needed = set(live_out)
+    needed = set(at.live.live_out)
     for s in cut:
         if not s.opcode.startswith("mma."):
             out.append(s.text)  # a grouped phase's operand loads, kept in their place
@@ -75,4 +76,13 @@ def f32acc(statements: list[Statement], first: int, last: int, live_out: list[st
                     f"cvt.rn.f16x2.f32 \t{d[1]}, {new[3]}, {new[2]};"]
     declarations = ([f".reg .f32 \t%rrf<{n_f32}>;"] if n_f32 else []) + ([f".reg .b16 \t%rrh<{n_b16}>;"] if n_b16 else [])
     converted = sum(1 for s in cut if s.opcode.startswith("mma.")) - kept
-    return out, declarations, {"mma_converted": converted, "mma_already_f32": kept}
+    return Spliced(out, declarations, record={"mma_converted": converted, "mma_already_f32": kept})
+
+
+class F32acc:
+    """The template (no params)."""
+
+    checks = (Check.PSNR,)
+
+    def apply(self, entry: Entry, cut: Cut, params: dict) -> Spliced:
+        return f32acc(entry, cut)

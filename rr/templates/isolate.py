@@ -10,33 +10,13 @@ travel as u32 (`selp` out, `setp.ne` back). PTX has no `.noinline` and ptxas doe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from rr.ptx.statements import Statement
-from rr.ptx.model import Directive, Function
+from rr.ptx.model import Directive
+from rr.splice.recipe import Check
+from rr.templates.base import Cut, Entry, Spliced
+from rr.templates.body import register_types
 
 _WIDTH = {".pred": 4, ".b8": 1, ".u8": 1, ".s8": 1, ".b16": 2, ".u16": 2, ".s16": 2, ".f16": 2,
           ".b32": 4, ".u32": 4, ".s32": 4, ".f32": 4, ".b64": 8, ".u64": 8, ".s64": 8, ".f64": 8}
-
-
-def register_types(function: Function) -> dict[str, str]:
-    """register name -> its declared type ('.b32', '.pred', …), from the body's `.reg` lines."""
-    out = {}
-    for item in function.body or ():
-        if isinstance(item, Directive) and item.kind == "reg":
-            words = item.text.split()
-            rtype = next(w for w in words[1:] if w.startswith(".") and w not in (".v2", ".v4"))
-            for name in item.register_names():
-                out[name] = rtype
-    return out
-
-
-@dataclass
-class Isolated:
-    call_site: str  # replaces the cut
-    function: str  # goes before the entry
-    live_in: list
-    live_out: list
 
 
 def _layout(names: list[str], types: dict[str, str]) -> tuple[list[tuple[str, str, int]], int]:
@@ -62,26 +42,28 @@ def _load(space: str, array: str, name: str, rtype: str, offset: int, temp: str)
     return [f"ld.{space}.{'b' + rtype[2:] if rtype[1] in 'bus' else rtype[1:]} \t{name}, [{array}+{offset}];"]
 
 
-def isolate(entry: Function, statements: list[Statement], first: int, last: int,
-            live_in: list[str], live_out: list[str], name: str) -> Isolated:
-    types = register_types(entry)
+def isolate(entry: Entry, cut: Cut, name: str) -> Spliced:
+    """The cut of `entry` as the function `name`, and the call that replaces it."""
+    function, first, last = entry.function, cut.first, cut.last
+    live_in, live_out = cut.live.live_in, cut.live.live_out
+    types = register_types(function)
     missing = [r for r in live_in + live_out if r not in types]
     if missing:
-        raise ValueError(f"{entry.name}: no .reg declaration for {', '.join(missing)} (registers of a scope "
+        raise ValueError(f"{function.name}: no .reg declaration for {', '.join(missing)} (registers of a scope "
                          "block cannot cross the cut)")
     ins, in_size = _layout(live_in, types)
     outs, out_size = _layout(live_out, types)
     temp = "%rr_pred_tmp"
     # the callee: parameters in, the cut as it was, parameters out
-    decls = sorted({line.text for line in entry.body if isinstance(line, Directive) and line.kind == "reg"})
+    decls = sorted({line.text for line in function.body if isinstance(line, Directive) and line.kind == "reg"})
     body = [f"\t{d}" for d in decls] + [f"\t.reg .b32 \t{temp};", ""]
     for n, t, off in ins:
         body += ["\t" + s for s in _load("param", f"{name}_in", n, t, off, temp)]
-    body += ["\t" + s.text for s in statements[first - 1:last]]
+    body += ["\t" + s.text for s in entry.statements[first - 1:last]]
     for n, t, off in outs:
         body += ["\t" + s for s in _store("param", f"{name}_out", n, t, off, temp)]
-    function = (f".func  (.param .align 8 .b8 {name}_out[{out_size}]) {name}(\n"
-                f"\t.param .align 8 .b8 {name}_in[{in_size}]\n)\n{{\n" + "\n".join(body) + "\n\tret;\n\n}")
+    callee = (f".func  (.param .align 8 .b8 {name}_out[{out_size}]) {name}(\n"
+              f"\t.param .align 8 .b8 {name}_in[{in_size}]\n)\n{{\n" + "\n".join(body) + "\n\tret;\n\n}")
     # the caller: a call sequence block
     call = [f"{{ // rr isolate: s{first}-s{last} -> {name}", f"\t.reg .b32 \t{temp};",
             f"\t.param .align 8 .b8 rr_in[{in_size}];", f"\t.param .align 8 .b8 rr_out[{out_size}];"]
@@ -91,4 +73,13 @@ def isolate(entry: Function, statements: list[Statement], first: int, last: int,
     for n, t, off in outs:
         call += ["\t" + s for s in _load("param", "rr_out", n, t, off, temp)]
     call.append("\t}")
-    return Isolated("\n".join(call), function, live_in, live_out)
+    return Spliced(["\n".join(call)], functions=[callee])
+
+
+class Isolate:
+    """The template: the cut as the function `rr_<entry>_phase<P>_isolated`."""
+
+    checks = (Check.IDENTICAL_OUTPUT,)
+
+    def apply(self, entry: Entry, cut: Cut, params: dict) -> Spliced:
+        return isolate(entry, cut, f"rr_{entry.function.name}_phase{cut.phase}_isolated")

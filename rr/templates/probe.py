@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from rr.describe.phases import is_mma, mma_operands
 from rr.ptx.statements import Statement
+from rr.splice.recipe import Check
 from rr.templates import TemplateError
+from rr.templates.base import Cut, Entry, Spliced
+from rr.templates.body import register_types
 
 ROLES = ("D", "A", "B", "C")
 _PROBEABLE = (".b32", ".u32", ".s32", ".f32")
@@ -105,3 +108,21 @@ def probe_code(statements: list[Statement], first: int, last: int, words: list[t
 def word_names(words: list[tuple]) -> list[str]:
     """The words as the record lists them: `%r12`, or `%r12@s340` for the value s340 writes."""
     return [r if at is None else f"{r}@s{at}" for r, at in words]
+
+
+class Probe:
+    """The template: `params.registers` (default A, B, C, D) stored into the buffer of the entry's
+    new last parameter `<entry>_param_probe`."""
+
+    checks = (Check.IDENTICAL_OUTPUT,)
+
+    def apply(self, entry: Entry, cut: Cut, params: dict) -> Spliced:
+        chosen = params.get("registers", ["A", "B", "C", "D"])
+        flow, function = entry.flow, entry.function
+        words, mmas = probe_words(flow.statements, cut.first, cut.last, list(chosen), flow.operands)
+        param = f"{function.name}_param_probe"
+        replacement, declarations = probe_code(flow.statements, cut.first, cut.last, words, param,
+                                               register_types(function))
+        record = {"param": param, "words_per_thread": len(words), "registers": word_names(words), "mma": mmas,
+                  "after_stmt": cut.last, "layout": "[block][thread][word] uint32, block and thread linear"}
+        return Spliced(replacement, declarations, params=[f".param .u64 {param}"], record=record)

@@ -29,7 +29,10 @@ from rr.describe.values import Value, bit_fields, lanes, special_register_parts
 from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec
 from rr.ptx.reaching import UNDEFINED
+from rr.splice.recipe import Check
 from rr.templates import TemplateError
+from rr.templates.base import Cut, Entry, Spliced
+from rr.templates.body import register_types
 
 _GLOBAL = ("weight", "table")
 _WIDTH_CLASS = {2: "b16", 4: "b32", 8: "b64"}
@@ -235,20 +238,18 @@ def _describe_factor(f: tuple) -> str:
     return repr(f)
 
 
-def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
-          live_out: list[str], params: list) -> tuple[list[str], list[str], dict]:
-    """(replacement, declarations, record) for a cut that is one phase; `params` are the entry's."""
+def regen(entry: Entry, at: Cut) -> Spliced:
+    """The phase's cut `at` (one phase) re-emitted from the description of `entry`."""
+    flow, first, last, live_out = entry.flow, at.first, at.last, at.live.live_out
     cut = flow.statements[first - 1:last]
     mmas = [s for s in cut if is_mma(s.opcode)]
     others = [s for s in cut if not is_mma(s.opcode)]
     if not mmas or any(not s.opcode.startswith("mma.") for s in mmas):
         raise TemplateError(f"regen re-emits mma.sync phases; the cut s{first}–s{last} has "
                             f"{(mmas or cut)[0].opcode}")
-    tracer = _Tracer(flow, phases, epilogues)
+    tracer = _Tracer(flow, entry.phases, entry.epilogues)
     own = frozenset(s.stmt for s in mmas)
-    from rr.templates.isolate import register_types
-
-    em = _Emitter(flow, params, first, register_types(flow.function))
+    em = _Emitter(flow, entry.function.params, first, register_types(flow.function))
     planned: dict[tuple, tuple] = {}  # (operand registers, mma statement) -> the registers to use
     operands: list[Operand] = []
     fresh_of_load: dict[int, list[str]] = {}  # load statement -> fresh registers (all its elements)
@@ -408,7 +409,16 @@ def regen(flow: Dataflow, phases: list, epilogues: list, first: int, last: int,
         "kept_statements": [s.stmt for s in kept],
         "operands": [o.as_dict() for o in operands],
     }
-    return [s.text for s in kept] + em.lines + mma_lines, declarations, record
+    return Spliced([s.text for s in kept] + em.lines + mma_lines, declarations, record=record)
+
+
+class Regen:
+    """The template (no params)."""
+
+    checks = (Check.IDENTICAL_OUTPUT,)
+
+    def apply(self, entry: Entry, cut: Cut, params: dict) -> Spliced:
+        return regen(entry, cut)
 
 
 _SHARED_WRITES = ("st.shared", "atom.shared", "red.shared", "cp.async", "stmatrix", "bar.", "barrier.",

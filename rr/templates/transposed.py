@@ -33,6 +33,8 @@ from rr.describe.phases import is_mma, mma_operands
 from rr.describe.provenance import Dataflow, _Tracer, phase_operands
 from rr.ptx.model import Imm, Instruction, emit_items
 from rr.templates import NotApplicable, TemplateError
+from rr.templates.base import Cut, Entry, Spliced
+from rr.templates.body import body_items, ranges, register_readers, register_types
 
 _MOVMATRIX_PARTS = sorted("movmatrix.sync.aligned.m8n8.trans.b16".split("."))
 BIT_SAFETY = ("each output of the transposed chains is the same 32 products at the same k-slots as the "
@@ -97,15 +99,14 @@ def _chain(flow: Dataflow, final: int, users: dict) -> list[_Step]:
         return steps[::-1]
 
 
-def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types: dict):
-    """The transposed construction for `phase`: a `Direct` (cut, replacement, declarations,
-    record); NotApplicable where no operand is a transpose, a TemplateError why it cannot be built."""
-    from rr.templates.direct import Direct, _ranges, _users, body_items
-
-    if any(r.startswith("%rrt") and r[4:].isdigit() for r in types):
+def transposed(entry: Entry, phase: int) -> Spliced:
+    """The transposed construction for `phase`, with the cut it chose; NotApplicable where no
+    operand is a transpose, a TemplateError why it cannot be built."""
+    flow, phases = entry.flow, entry.phases
+    if any(r.startswith("%rrt") and r[4:].isdigit() for r in register_types(entry.function)):
         raise TemplateError("the entry already has registers named %rrtN, the template's own")
     p = phases[phase - 1]
-    tracer = _Tracer(flow, phases, epilogues)
+    tracer = _Tracer(flow, phases, entry.epilogues)
     sources = phase_operands(flow, p, tracer)
     roles = {role: found[0].phase for role, found in sources.items() if role in ("A", "B") and found
              and {(s.kind, s.phase) for s in found} == {("transpose", found[0].phase)}}
@@ -115,7 +116,7 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
         raise NotApplicable(f"{what}: no operand is a transpose of an earlier phase's accumulator")
     src = next(iter(roles.values()))
     statements = flow.statements
-    users = _users(flow)
+    users = register_readers(statements)
     # the transposes of phase src's accumulators, by the accumulator register they read
     moves: dict[str, tuple[int, str]] = {}
     for s in statements:
@@ -222,7 +223,7 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
         "operands": [{"role": role, "source": f"transpose(D of phase {q})", "phase": q} for role, q in roles.items()],
         "producer": {"phases": sorted({tracer.phase_of.get(s) for s in mma_stmts}), "chains": len(chains),
                      "k_steps": len(chains[0]), "m_tiles": len(tiles)},
-        "removed": {"statements": len(removed), "ranges": _ranges(removed), "ops": dict(sorted(removed_ops.items()))},
+        "removed": {"statements": len(removed), "ranges": ranges(removed), "ops": dict(sorted(removed_ops.items()))},
         "kept_in_cut": {"statements": len(kept)},
         "added": {"instructions": emitted, "mma": emitted - 1, "mov": 1},
         "mapping": {"rule": ("the A of a transposed step is {x.b0, y.b0, x.b1, y.b1} of two n-tiles' B pairs, its B "
@@ -233,4 +234,4 @@ def transposed(flow: Dataflow, phases: list, epilogues: list, phase: int, types:
         "bit_safety": BIT_SAFETY,
     }
     declarations = [f".reg .b32 \t%rrt<{used}>;"]
-    return Direct(first, last, replacement, declarations, record)
+    return Spliced(replacement, declarations, record=record, cut=Cut(entry, first, last, phase))
