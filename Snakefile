@@ -50,10 +50,17 @@ include: "workflow/rules/describe.smk"
 include: "workflow/rules/splice.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compose.smk"
+
+
+# the composed engine, once made (snakemake results/composed.parquet), is kept up to date by the
+# default target, and its page is part of the report
+COMPOSED = ["results/composed.parquet"] if Path("results/composed.parquet").exists() else []
 
 
 rule all:
     input:
+        COMPOSED,
         layer_files("results/{layer}/statements.parquet"),
         all_cells,
         "results/summary.parquet",

@@ -40,6 +40,7 @@ STAGES = {
     "run": "cli/run.py",
     "collect": "cli/collect.py",
     "report": "cli/report.py",
+    "compose": "cli/compose.py",
 }
 
 

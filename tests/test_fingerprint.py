@@ -53,28 +53,30 @@ def test_the_copy_has_the_packages_fingerprints(copy):
 
 
 # (the file edited, the stages whose code it is: what each stage's command imports, directly or not)
+# (compose makes sub-compositions, runs and times the composed frame and writes the report's page:
+# the splicer's, the run stage's and the report's code are its own too)
 EDITS = [
     # the PTX front end: every stage that reads a module (the corpus's index names its entries)
     ("corpus/fatbin.py", set(STAGES)),
     ("ptx/parser.py", set(STAGES)),
     # the cpu backend asks the provenance analysis (a frame's layers run on it too): run and synth
     # with describe and splice; collect reads the descriptor as JSON and does not
-    ("describe/provenance.py", {"describe", "splice", "run", "launch"}),
-    ("splice/assemble.py", {"splice"}),
-    ("templates/regen.py", {"splice"}),
+    ("describe/provenance.py", {"describe", "splice", "run", "launch", "compose"}),
+    ("splice/assemble.py", {"splice", "compose"}),
+    ("templates/regen.py", {"splice", "compose"}),
     # ptxas's figures: the compile itself, and the columns collect and the report read of them
-    ("run/compile.py", {"compile", "collect", "report"}),
+    ("run/compile.py", {"compile", "collect", "report", "compose"}),
     # launch directories: made by `rr launch`, by a synthetic layer's and the sample's own, read by run
-    ("run/launch.py", {"corpus", "synth", "launch", "run"}),
-    ("run/frame.py", {"launch", "run"}),
-    ("run/cpu/semantics.py", {"run", "launch"}),
+    ("run/launch.py", {"corpus", "synth", "launch", "run", "compose"}),
+    ("run/frame.py", {"launch", "run", "compose"}),
+    ("run/cpu/semantics.py", {"run", "launch", "compose"}),
     # the synthetic layers' builder: the engine binary and the layers' launches
     ("synth/swin.py", {"synth", "launch"}),
-    ("results/report.py", {"report"}),
+    ("results/report.py", {"report", "compose"}),
     # the command-line dispatcher is no stage's code: no stage reruns for it
     ("cli/main.py", set()),
-    ("data/recipes/regen.yaml", {"splice", "run", "collect", "report"}),
-    ("data/launch.schema.json", {"corpus", "synth", "launch", "run"}),
+    ("data/recipes/regen.yaml", {"splice", "run", "collect", "report", "compose"}),
+    ("data/launch.schema.json", {"corpus", "synth", "launch", "run", "compose"}),
 ]
 
 

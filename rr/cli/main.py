@@ -8,11 +8,11 @@ import argparse
 import sys
 
 from rr import __version__
-from rr.cli import capture, collect, compile, corpus, describe, launch, ptx, report, run, splice, synth
+from rr.cli import capture, collect, compile, compose, corpus, describe, launch, ptx, report, run, splice, synth
 from rr.cli.common import NoPhases, UserError, note, os_error_text
 
 # the stages in the order `rr --help` lists their commands
-STAGES = (ptx, corpus, describe, splice, compile, run, synth, launch, collect, report, capture)
+STAGES = (ptx, corpus, describe, splice, compile, run, synth, launch, collect, report, compose, capture)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +90,7 @@ def _main(argv: list[str] | None) -> int:
 
 # The commands whose code (rr.ptx, rr.describe, rr.corpus's extraction, rr.io) uses no numpy:
 # pyarrow, which they write Parquet with, imports it when it can (0.1–0.14 s of each command).
+_PANDAS = (["report"], ["compose-measure"])  # the commands that write the report's pages (with pandas)
 _NUMPY_FREE = (["spec"], ["describe"], ["linearise"], ["extract"], ["entries"], ["roundtrip"])
 
 
@@ -97,7 +98,7 @@ def entry() -> int:
     """The `rr` command (console script, `python -m rr`): main() in a process of its own. pyarrow
     imports pandas — 0.5–1 s, half of a small command's time — the first time it builds an array
     whenever pandas is installed (rr's own `report` needs it), to ask whether the data is a
-    pandas object. No rr command but `report` gives pyarrow pandas objects or uses pandas, so for
+    pandas object. No rr command but the report's pages (_PANDAS) gives pyarrow pandas objects or uses pandas, so for
     the others the process says pandas is absent. Likewise numpy for the commands that use none
     (_NUMPY_FREE), which pyarrow imports when it can (0.1 s, an eighth of `rr spec`'s time on the
     widest layer, a tenth of `rr linearise` on a large kernel). (Not in main(): tests call that
@@ -107,7 +108,7 @@ def entry() -> int:
         # a file name that is not UTF-8 (its bytes are surrogates in argv) — is written as an escape
         stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:]
-    absent = tuple(name for name, unused in (("pandas", argv[:1] != ["report"]), ("numpy", argv[:1] in _NUMPY_FREE))
+    absent = tuple(name for name, unused in (("pandas", argv[:1] not in _PANDAS), ("numpy", argv[:1] in _NUMPY_FREE))
                    if unused and name not in sys.modules)
     if absent:
         sys.meta_path.insert(0, _Without(absent))

@@ -77,8 +77,11 @@ def read_spec(text_or_path: str) -> dict[int, str]:
             raw = yaml.safe_load(text_or_path)
         except yaml.YAMLError as e:
             raise InvalidInput(f"--compose {text_or_path!r}: neither a file nor a YAML/JSON map ({e})") from None
-    if not isinstance(raw, dict) or not raw:
-        raise InvalidInput(f"{where}: expected a map of phase numbers to recipes ({{8: isolate, 24: regen}})")
+    if raw is None:
+        raw = {}  # an empty file: no phase spliced (a plan that chose none)
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{where}: expected a map of phase numbers to recipes ({{8: isolate, 24: regen}}; {{}}: "
+                           "none, the module as it is)")
     spec = {}
     for phase, recipe in raw.items():
         number = int(phase) if isinstance(phase, str) and phase.isdigit() else phase

@@ -63,22 +63,21 @@ def cell_inputs(wildcards):
     }
 
 
-def all_cells(wildcards):
-    """Every configured cell: all phases of every layer, or the configured list (a phase a layer
+def layer_cells(layer):
+    """The configured cells of one layer: all its phases or the configured list (a phase the layer
     lacks stops the DAG, as its target would); a layer without mma is its status rows."""
-    cells = []
-    for layer in configured_layers():
-        phases = layer_phases(layer)
-        if not phases:
-            cells.append(f"results/{layer}_nophases.parquet")
-            continue
-        chosen = (
-            phases if config["phases"] == "all" else [int(p) for p in config["phases"]]
-        )
-        for phase in chosen:
-            check_phase(layer, phase, phases)
-        cells += [f"results/{layer}_phase{p}.parquet" for p in chosen]
-    return cells
+    phases = layer_phases(layer)
+    if not phases:
+        return [f"results/{layer}_nophases.parquet"]
+    chosen = phases if config["phases"] == "all" else [int(p) for p in config["phases"]]
+    for phase in chosen:
+        check_phase(layer, phase, phases)
+    return [f"results/{layer}_phase{p}.parquet" for p in chosen]
+
+
+def all_cells(wildcards):
+    """Every configured cell of every configured layer."""
+    return [cell for layer in configured_layers() for cell in layer_cells(layer)]
 
 
 def entry_pattern(wildcards):
@@ -315,3 +314,51 @@ def measure_command(alone):
         " --noise {params.noise:q} --time-limit {params.limit:q} --timeout 3600 {params.keep:q} --record"
         f"{' --alone {input.alone:q}' if alone else ''} -o {{params.cell:q}} > {{log:q}} 2>&1"
     )
+
+
+# a layer's composed module: its PTX, beside it its splice record
+COMPOSED_PTX = "results/compose/{layer}.ptx"
+
+
+def composed_splice_record(layer):
+    return str(SPLICE.next_to(COMPOSED_PTX.format(layer=layer)))
+
+
+def composed_layers():
+    """The layers the compose stage composes: the configured layers of the network's frame."""
+    if not FRAME_LAYERS:
+        raise ValueError("results/composed.parquet: the compose stage measures the network's frame, which only the "
+                         "synthetic engine has; compose a layer of your own corpus with rr splice --compose "
+                         "(docs/compose.md)")
+    return [layer for layer in configured_layers() if layer in FRAME_LAYERS]
+
+
+def composed_module(layer):
+    return f"results/compose/{layer}.{MODULE}"
+
+
+def compose_inputs(wildcards):
+    """The frame, its reference capture, and every composed layer's plan, module, splice record
+    and (on cuda) the layer alone it is timed against."""
+    layers = composed_layers()
+    inputs = {
+        "layout": FRAME_LAYOUT,
+        "reference": FRAME_REFERENCE,
+        "plans": [f"results/compose/{layer}.plan.json" for layer in layers],
+        "modules": [composed_module(layer) for layer in layers],
+        "records": [composed_splice_record(layer) for layer in layers],
+    }
+    if BACKEND == "cuda":
+        inputs["alone"] = [f"results/{layer}/alone.launch" for layer in layers]
+    return inputs
+
+
+def compose_layer_args(wildcards):
+    """rr compose-measure's per-layer options, in one order (arguments, each quoted on its own)."""
+    args = []
+    for layer in composed_layers():
+        args += ["--plan", f"results/compose/{layer}.plan.json", "--module", composed_module(layer),
+                 "--splice-record", composed_splice_record(layer)]
+        if BACKEND == "cuda":
+            args += ["--alone", f"results/{layer}/alone.launch"]
+    return args
