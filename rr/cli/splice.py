@@ -14,7 +14,8 @@ def cmd_splice(args) -> int:
     ptx = resolve_ptx(args.file, args.entry)
     recipe = args.recipe  # a file, or a name (rr.splice.recipe.recipe_path: config/recipes, then rr's own)
     try:
-        record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output, args.grouping)
+        record = splice(ptx, args.entry, load_recipe(recipe), args.phase, args.output, args.grouping,
+                        args.descriptor)
     except (RecipeError, SpliceError) as e:
         def write(failed: dict) -> None:
             # for pipelines: the refusal is the record, the module an empty file the later stages fail on
@@ -41,7 +42,11 @@ def add_parsers(sub) -> None:
                         "rr ships (isolate, regen, f32acc, probe)")
     s.add_argument("--phase", type=phase_number, help="the phase to cut (default: the recipe's)")
     grouping_option(s)
+    s.add_argument("--descriptor", metavar="JSON",
+                   help="the entry's descriptor.json (rr describe): cut the phase it describes instead of finding "
+                        "the phases again; refused unless it describes this entry of this module, numbered by "
+                        "--grouping")
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
     s.add_argument("--record", action="store_true",
                    help="on refusal write the reason as OUT.ptx.splice.json (and an empty OUT.ptx) and exit 0")
-    s.set_defaults(func=cmd_splice, reads=("file", "recipe"))
+    s.set_defaults(func=cmd_splice, reads=("file", "recipe", "descriptor"))
