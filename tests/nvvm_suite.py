@@ -76,7 +76,8 @@ class Mem:
     by per_trip[loop] bytes on each trip of a rolled loop. Two equal Mem are one register (NVVM
     loads a fragment once)."""
     kind: str  # weight | table | shared
-    base: str  # "param+8" | "shared:sm_a"
+    base: tuple  # the descriptor's base pointer, as its items: (("space", "param"), ("offset", 8)),
+    # (("space", "shared"), ("symbol", "sm_a"))
     offset: int  # the constant byte offset (at trip 0)
     lane: tuple  # bytes the lane part adds, lanes 0..31
     terms: tuple = ()  # every other address term (see `term`)
@@ -116,16 +117,21 @@ class Mma:
     c: object
 
 
+def _pointer(param: int) -> tuple:
+    """A pointer loaded from byte `param` of the parameter space, as Mem.base holds it."""
+    return (("space", "param"), ("offset", param))
+
+
 def weight(base: int, offset: int, lane=LANE16, terms=(), per_trip=()) -> Mem:
-    return Mem("weight", f"param+{base}", offset, tuple(lane), tuple(terms), tuple(per_trip))
+    return Mem("weight", _pointer(base), offset, tuple(lane), tuple(terms), tuple(per_trip))
 
 
 def table(base: int, offset: int, lane=COLUMN4, terms=(), per_trip=(), parts=(0,)) -> Mem:
-    return Mem("table", f"param+{base}", offset, tuple(lane), tuple(terms), tuple(per_trip), tuple(parts))
+    return Mem("table", _pointer(base), offset, tuple(lane), tuple(terms), tuple(per_trip), tuple(parts))
 
 
 def shared(symbol: str, offset: int, lane) -> Mem:
-    return Mem("shared", f"shared:{symbol}", offset, tuple(lane))
+    return Mem("shared", (("space", "shared"), ("symbol", symbol)), offset, tuple(lane))
 
 
 # -- launches -----------------------------------------------------------------------------------
@@ -440,7 +446,7 @@ def _operand(values: list, counts: tuple) -> dict:
         if len(same) != 1:
             raise ValueError(f"truth error: loads of one operand differ beyond their offsets: {values}")
         offsets = sorted({v.offset + part for v in values for part in v.parts})
-        return {"kind": v0.kind, "base": v0.base, "phase": None, "offsets": offsets,
+        return {"kind": v0.kind, "base": dict(v0.base), "phase": None, "offsets": offsets,
                 "lane_bytes": list(v0.lane), "terms": sorted_terms([term_json(t) for t in v0.terms]), "per_trip": dict(v0.per_trip)}
     if isinstance(v0, Zero):
         return {"kind": "zero", **none}

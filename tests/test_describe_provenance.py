@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rr.describe import find_epilogues, find_phases
-from rr.describe.provenance import Dataflow, operand_sources, param_offsets
+from rr.describe.dataflow import Dataflow
+from rr.describe.kernel import param_offsets
+from rr.describe.provenance import operand_sources
 from rr.ptx import linearise, parse, parse_file
 from rr.ptx.model import Reg
 from rr.describe.values import Value
@@ -99,7 +101,7 @@ def test_the_reference_documents_weight_slab_and_arena_addressing():
     assert src["slab_stride"] == 21504
     assert src["c_source"] == "zero" and src["a_source"] == "weight(param+40)"
     arena_load = next(s for s in linearise(f) if "%rd383" in s.defs)
-    assert flow.value(Reg("%rd383"), arena_load.stmt + 1) == Value.factor(("param", 48))
+    assert flow.values.value(Reg("%rd383"), arena_load.stmt + 1) == Value.factor(("param", 48))
 
 
 def test_param_offsets_follow_alignment():

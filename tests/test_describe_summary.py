@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from rr.describe import find_epilogues, find_phases
-from rr.describe.provenance import Dataflow
+from rr.describe.dataflow import Dataflow
 from rr.describe.summary import summarise_epilogue, summarise_params
 from rr.ptx import linearise, parse_file
 

@@ -20,9 +20,11 @@ def test_a_wmma_gemm_is_one_phase_with_the_m16n16k16_tile(nvcc_ptx):
     assert (p["mma"], p["a_quads"], p["b_pairs"], p["chains"], p["chain_len"]) == (12, 6, 6, 4, 3)
     assert (p["M"], p["N"], p["K"], p["identity"]) == (32, 32, 48, True)
     # fragments loaded by wmma.load from each pointer: 512 bytes (256 halves) a fragment
-    assert p["operands"]["A"]["base"] == "param+0" and p["a_offsets"] == [512 * i for i in range(6)]
-    assert p["operands"]["B"]["base"] == "param+8" and p["b_offsets"] == [512 * i for i in range(6)]
-    assert p["operands"]["C"]["base"] == "param+16" and p["c_offsets"] == [1024 * i for i in range(4)]
+    pointer = {role: p["operands"][role]["base"] for role in "ABC"}
+    assert pointer == {"A": {"space": "param", "offset": 0}, "B": {"space": "param", "offset": 8},
+                       "C": {"space": "param", "offset": 16}}
+    assert p["a_offsets"] == p["b_offsets"] == [512 * i for i in range(6)]
+    assert p["c_offsets"] == [1024 * i for i in range(4)]
 
 
 def test_wgmma_steps_are_phases_of_the_m64n8k32_tile_with_descriptors_into_shared_memory(nvcc_ptx):

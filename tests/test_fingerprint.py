@@ -1,8 +1,8 @@
 """Each pipeline stage's code fingerprint changes when, and only when, code that stage runs changes:
 the stage is the `rr` command module its rules run, the code is that module's import closure as
 the sources say it, and an edit that changes no code (a comment, a docstring) reruns nothing. So
-an edit of the interpreter's provenance analysis reruns the reference frame's capture with the
-spliced ones, and an edit of the command-line dispatcher reruns no stage."""
+an edit of the analysis module the interpreter shares (rr.describe.kernel) reruns the reference
+frame's capture with the spliced ones, and an edit of the command-line dispatcher reruns no stage."""
 
 from __future__ import annotations
 
@@ -59,9 +59,11 @@ EDITS = [
     # the PTX front end: every stage that reads a module (the corpus's index names its entries)
     ("corpus/fatbin.py", set(STAGES)),
     ("ptx/parser.py", set(STAGES)),
-    # the cpu backend asks the provenance analysis (a frame's layers run on it too): run and synth
-    # with describe and splice; collect reads the descriptor as JSON and does not
-    ("describe/provenance.py", {"describe", "splice", "run", "launch", "compose"}),
+    # the cpu backend lays out the parameter space as the analysed kernel does (a frame's layers
+    # run on it too): run and launch with describe and splice; collect reads the descriptor as
+    # JSON and does not; the operand provenance is describe's and the templates' alone
+    ("describe/kernel.py", {"describe", "splice", "run", "launch", "compose"}),
+    ("describe/provenance.py", {"describe", "splice", "compose"}),
     ("splice/assemble.py", {"splice", "compose"}),
     ("templates/regen.py", {"splice", "compose"}),
     # ptxas's figures: the compile itself, and the columns collect and the report read of them
@@ -149,7 +151,7 @@ def test_the_workflow_reruns_the_reference_capture_when_the_interpreter_changes(
     edit(checkout / "rr/cli/main.py", "_RR_TEST_EDIT = 1")
     edit(checkout / "rr/run/cpu/semantics.py", "# a comment in the interpreter")
     assert planned() == {}
-    edit(checkout / "rr/describe/provenance.py")
+    edit(checkout / "rr/describe/kernel.py")
     # (a dry run cannot list what follows the describe checkpoint: the run itself says what reran)
     jobs = ran()
     assert {"describe", "capture_frame", "splice", "collect"} <= jobs, jobs

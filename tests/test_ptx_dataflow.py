@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import PTXAS, run_ptxas
-from rr.describe.provenance import Dataflow
+from rr.describe.dataflow import Dataflow
+from rr.describe.memory import Base
 from rr.describe.values import LANES, Value
 from rr.ptx import linearise, parse
 from rr.ptx.cfg import control_flow
@@ -73,7 +74,7 @@ def test_a_register_written_on_one_arm_only_is_also_reached_by_its_value_on_entr
 
 def test_merged_values_that_differ_are_not_resolved_to_either():
     flow = _flow(_kernel(BRANCHES))
-    v = flow.value(Reg("%r2"), _stmt(flow, "add.s32 \t%r4"))
+    v = flow.values.value(Reg("%r2"), _stmt(flow, "add.s32 \t%r4"))
     assert v.factors() and all(f[0] == "opaque" for f in v.factors())
 
 
@@ -121,15 +122,15 @@ def test_a_read_inside_a_loop_is_reached_round_the_back_edge():
 
 def test_a_load_in_a_loop_advances_with_the_trip_index():
     flow = _flow(_kernel(LOOP))
-    acc = flow.access(_stmt(flow, "ld.global.v4.u32"))
-    assert acc.base == "param+0" and acc.offset == 64
+    acc = flow.memory.access(_stmt(flow, "ld.global.v4.u32"))
+    assert acc.base == Base("param", offset=0) and acc.offset == 64
     assert acc.lane_bytes == tuple(16 * lane for lane in range(LANES))
     assert acc.terms == (((("trip", 1),), 512),)
 
 
 def test_an_accumulator_round_a_loop_is_not_an_induction_variable():
     flow = _flow(_kernel(LOOP))
-    v = flow.value(Reg("%r11"), _stmt(flow, "st.global.u32"))
+    v = flow.values.value(Reg("%r11"), _stmt(flow, "st.global.u32"))
     assert all(f[0] == "opaque" for f in v.factors())
 
 
@@ -160,7 +161,7 @@ def bits() -> Dataflow:
 
 
 def _at_end(flow: Dataflow, reg: str) -> Value:
-    return flow.value(Reg(reg), len(flow.statements))
+    return flow.values.value(Reg(reg), len(flow.statements))
 
 
 def test_tid_x_and_31_is_the_lane(bits):

@@ -24,8 +24,7 @@ from rr.synth.inputs import write_enc2
 from rr.synth.layout import ENTRY
 from rr.templates import TemplateError
 from rr.templates.direct import MOVMATRIX, accumulator, build, evaluate, _Builder
-
-MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
+from rr.templates.transposed import is_movmatrix
 
 
 def _rr(*args):
@@ -39,7 +38,7 @@ def _splice(ptx: Path, entry: str, phase: int, out: Path) -> dict:
 
 
 def _movmatrix_count(statements) -> int:
-    return sum(1 for s in statements if sorted(s.opcode.split(".")) == MOVMATRIX_PARTS)
+    return sum(1 for s in statements if is_movmatrix(s.opcode))
 
 
 def _run_cpu(launch: Path, module: Path, out: Path) -> Path:

@@ -195,7 +195,7 @@ def test_the_missing_and_the_unknown_names_are_refused_together_each_named(user_
 
 
 def test_atomics_and_reductions_make_a_pointer_written_in_rr_specs_parameter_roles(user_ptx):
-    from rr.describe.provenance import Dataflow
+    from rr.describe.dataflow import Dataflow
     from rr.describe.summary import summarise_params
     from rr.ptx import parse_file
 

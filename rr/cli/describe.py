@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-from rr.cli.common import NoPhases, function_of, grouping_option, load_ptx, recorded
+from rr.cli.common import NoPhases, function_of, grouping_option, recorded, resolve_ptx
 
 
-def _described(args) -> dict:
-    """DESIGN §3's description of args.entry in args.file; UserError if it has no phases."""
+def _module(args) -> tuple:
+    """The parsed module that defines args.entry in args.file, and the SHA-1 of its text (the
+    descriptor's `module_sha1`: what `rr splice --descriptor` tells its module by)."""
+    from rr.describe.spec import module_sha1
+    from rr.ptx import parse
+    from rr.ptx.parser import read_text
+
+    path = resolve_ptx(args.file, args.entry)
+    text = read_text(path)
+    return parse(text, str(path)), module_sha1(text)
+
+
+def _described(args, module, digest: str) -> dict:
+    """DESIGN §3's description of args.entry in `module`; NoPhases if it has no phases."""
     from rr.describe.spec import NothingToDescribe, spec_json
 
-    module, _ = load_ptx(args.file, args.entry)
     f = function_of(module, args.entry)
     try:
-        return spec_json(f, grouping=args.grouping, module=module)
+        spec = spec_json(f, grouping=args.grouping, module=module)
     except NothingToDescribe as e:
         raise NoPhases(str(e)) from None
+    return {"entry": spec["entry"], "module_sha1": digest, **spec}
 
 
 def cmd_spec(args) -> int:
@@ -22,7 +34,7 @@ def cmd_spec(args) -> int:
 
     from rr.describe.spec import spec_table
 
-    spec = _described(args)
+    spec = _described(args, *_module(args))
     print(json.dumps(spec, indent=2) if args.json else spec_table(spec))
     return 0
 
@@ -30,12 +42,14 @@ def cmd_spec(args) -> int:
 def cmd_describe(args) -> int:
     from rr.describe.spec import write_description
 
+    module, digest = _module(args)
     try:
-        spec = _described(args)
+        spec = _described(args, module, digest)
     except NoPhases as e:
         # for pipelines: a layer without mma is a descriptor without phases, its status the row's
         return recorded(args, e, lambda failed: write_description(
-            {"entry": args.entry, **failed, "phases": [], "epilogues": []}, args.output))
+            {"entry": args.entry, "module_sha1": digest, "grouping": args.grouping, **failed, "phases": [],
+             "epilogues": []}, args.output))
     write_description(spec, args.output)
     print(f"{args.output}: {len(spec['phases'])} phases, {len(spec['epilogues'])} epilogues of {spec['entry']}")
     return 0

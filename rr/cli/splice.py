@@ -18,10 +18,10 @@ def cmd_splice(args) -> int:
         if spec is not None:
             from rr.splice.compose import compose
 
-            record = compose(ptx, args.entry, spec, args.output, args.grouping)
+            record = compose(ptx, args.entry, spec, args.output, args.grouping, args.descriptor)
         else:
             record = splice(ptx, args.entry, load_recipe(recipe), args.phase and args.phase[0], args.output,
-                            args.grouping)
+                            args.grouping, args.descriptor)
     except (RecipeError, SpliceError) as e:
         def write(failed: dict) -> None:
             # for pipelines: the refusal is the record, the module an empty file the later stages fail on
@@ -86,7 +86,11 @@ def add_parsers(sub) -> None:
                         "inline ('{8: isolate, 24: regen}') or a file; each cut checked as alone, and the whole: cuts "
                         "that overlap and splices that interfere are refused naming both phases")
     grouping_option(s)
+    s.add_argument("--descriptor", metavar="JSON",
+                   help="the entry's descriptor.json (rr describe): cut the phase it describes instead of finding "
+                        "the phases again; refused unless it describes this entry of this module, numbered by "
+                        "--grouping")
     s.add_argument("-o", "--output", required=True, help="OUT.ptx (and OUT.ptx.splice.json)")
     s.add_argument("--record", action="store_true",
                    help="on refusal write the reason as OUT.ptx.splice.json (and an empty OUT.ptx) and exit 0")
-    s.set_defaults(func=cmd_splice, reads=("file", "recipe"))
+    s.set_defaults(func=cmd_splice, reads=("file", "recipe", "descriptor"))

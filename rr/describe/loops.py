@@ -1,7 +1,7 @@
 """Loops as the description reports them: statements, induction variables, trip register, trips.
 
 A loop's induction variables are the registers it advances by a constant on every trip
-(`Dataflow.induction`). Its trip count is found by running the exit test forward: the guard of
+(`SymbolicValues.induction`). Its trip count is found by running the exit test forward: the guard of
 each exit branch is a `setp` comparing values that are, at that point, `init + step·trip` or
 constants; the first trip at which a branch leaves the loop ends it. A phase before the exit test
 in the loop body runs once more than one after it. Anything that depends on data (a `break` on a
@@ -29,7 +29,7 @@ def induction_variables(flow, loop) -> list:
         reach = flow.reaching(reg, header)
         if len(reach) < 2:
             continue
-        iv = flow.induction(reg, reach)
+        iv = flow.values.induction(reg, reach)
         if iv is not None and iv.loop == loop.number:
             out.append(iv)
     return sorted(out, key=lambda iv: iv.update)
@@ -63,7 +63,7 @@ def _assignments(flow, values: list, loop_number: int):
     for x in sorted(factors):
         if x[0] != "sreg" or not x[1].startswith("tid.") or flow.block is None:
             return None
-        lo, hi = flow.ranges.factor(x)
+        lo, hi = flow.values.ranges.factor(x)
         domains.append([(x, v) for v in range(lo, hi + 1)])
     combos = [dict(c) for c in itertools.product(*domains)]
     lanes = range(32) if lane_dependent else (0,)
@@ -105,12 +105,12 @@ def _exit_test(flow, loop, block: int):
     if m is None or len(ops) != 3:
         return None
     cmp, kind, bits = m.group(1), m.group(2), int(m.group(3))
-    x, y = (flow.value(o, d) for o in ops[1:])
+    x, y = (flow.values.value(o, d) for o in ops[1:])
     cases = _assignments(flow, [x, y], loop.number)
     if cases is None:
         return None
     register = next((o.name for o in ops[1:] if isinstance(o, Reg) and
-                     any(("trip", loop.number) in f for f, _ in flow.value(o, d).terms)), None)
+                     any(("trip", loop.number) in f for f, _ in flow.values.value(o, d).terms)), None)
     found = set()
     for assignment, lane in cases:
         for t in range(MAX_TRIPS):

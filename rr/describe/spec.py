@@ -1,16 +1,22 @@
 """`rr spec`: the phase table of an entry, for people (like the reference document's §2.2) and as
-JSON (DESIGN §3)."""
+JSON (DESIGN §3); and the descriptor read back (`described_phases`), which `rr splice --descriptor`
+cuts by: the description its cell was planned from."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections import Counter
 
+from rr.describe.dataflow import Dataflow
 from rr.describe.loops import describe_loop
+from rr.describe.memory import Base
 from rr.describe.phases import Epilogue, Phase, find_epilogues, find_phases
-from rr.describe.provenance import Dataflow, operand_sources
+from rr.describe.provenance import operand_sources
 from rr.describe.summary import ParamUse, summarise_epilogue, summarise_params
 from rr.ptx._bulk import no_gc
 from rr.ptx.statements import Statement
+from rr.validation import InvalidInput
 
 
 class NothingToDescribe(ValueError):
@@ -26,20 +32,42 @@ def describe(statements: list[Statement], entry: str, grouping: str = "run", cfg
     return phases, find_epilogues(statements, phases)
 
 
-def weight_image(sources: list[dict]) -> str | None:
+def weight_image(sources: list[dict]) -> Base | None:
     """The pointer (`param+N`) most of the phases' B fragments are loaded through as weights."""
-    bases = Counter(src["operands"]["B"]["base"] for src in sources
-                    if src["operands"]["B"] and src["operands"]["B"]["kind"] == "weight")
-    bases.pop(None, None)
+    bases = Counter(Base(**src["operands"]["B"]["base"]) for src in sources
+                    if src["operands"]["B"] and src["operands"]["B"]["kind"] == "weight"
+                    and src["operands"]["B"]["base"] is not None)
     return bases.most_common(1)[0][0] if bases else None
 
 
-def weight_extent(weights: str | None, params: dict[int, ParamUse]) -> int | None:
+def weight_extent(weights: Base | None, params: dict[int, ParamUse]) -> int | None:
     """The extent of the weight image pointer: the highest byte any load reads through it."""
-    if weights is None or not weights.startswith("param+"):
+    if weights is None or weights.offset is None:  # none, or not a pointer from the parameter space
         return None
-    use = params.get(int(weights[len("param+"):]))
+    use = params.get(weights.offset)
     return use.extent if use is not None else None
+
+
+def module_sha1(text: str) -> str:
+    """The descriptor's `module_sha1`: the SHA-1 of the module's text (a splice record's `source_sha1`)."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def described_phases(spec: dict, where) -> tuple[list[Phase], list[Epilogue]]:
+    """The phases and epilogues a descriptor holds (`spec_json`'s object, read from `where`), as
+    `describe` found them; InvalidInput naming the file and the key where one is missing."""
+    def build(cls, rows: list, what: str):
+        out = []
+        for i, row in enumerate(rows):
+            missing = [f.name for f in dataclasses.fields(cls) if f.name not in row]
+            if missing:
+                raise InvalidInput(f"{where}: {what}[{i}] has no {missing[0]!r}: not a descriptor rr describe wrote")
+            out.append(cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)}))
+        return out
+
+    phases = [dataclasses.replace(p, chain_lengths=tuple(p.chain_lengths), runs=tuple(map(tuple, p.runs)))
+              for p in build(Phase, spec["phases"], "phases")]
+    return phases, build(Epilogue, spec.get("epilogues", []), "epilogues")
 
 
 def spec_json(function, statements: list[Statement] | None = None, grouping: str = "run", module=None) -> dict:
@@ -79,7 +107,7 @@ def _spec_json(function, statements: list[Statement] | None, grouping: str, modu
         "params": [{"offset": u.offset, "width": u.width, "kind": u.kind, "role": u.role, "read": u.read,
                     "written": u.written, "sampled": u.sampled, "extent": u.extent, "stmts": u.stmts}
                    for u in uses.values()],
-        "weight_image": weights,
+        "weight_image": weights.as_json() if weights is not None else None,
         "weight_extent": weight_extent(weights, uses),
     }
 

@@ -14,8 +14,9 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rr.describe.dataflow import Dataflow
+from rr.describe.memory import Base
 from rr.describe.phases import Epilogue
-from rr.describe.provenance import Dataflow
 from rr.ptx.model import Imm
 
 
@@ -48,10 +49,10 @@ def _opcode_traffic(opcode: str) -> str | None:
     return None
 
 
-def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -> str | None:
+def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: Base | None) -> str | None:
     kind = _opcode_traffic(opcode)
     if kind == "global loads":
-        acc = flow.access(stmt)
+        acc = flow.memory.access(stmt)
         if weights is not None and acc is not None and acc.base is not None and acc.base != weights:
             return "global loads"  # through another pointer than the weight image's (the input image)
         if acc is not None and acc.lane_bytes is not None and not acc.lane_linear:
@@ -60,7 +61,7 @@ def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: str | None) -
     return kind
 
 
-def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: str | None = None) -> EpilogueSummary:
+def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: Base | None = None) -> EpilogueSummary:
     """What epilogue `e` does; `weights` is the weight image's pointer (`param+40`), which tells
     weight and table loads from other global loads."""
     out = EpilogueSummary()
@@ -75,7 +76,7 @@ def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: str | None = None) 
         ops = None
         if s.opcode.startswith("shfl."):
             ops = flow.operands(stmt)
-            delta = flow.value(ops[2], stmt) if len(ops) > 2 else None
+            delta = flow.values.value(ops[2], stmt) if len(ops) > 2 else None
             uniform = delta is not None and delta.lane_only and isinstance(delta.constant, int)
             out.reductions.append({"stmt": stmt, "kind": s.opcode.split(".")[2] if s.opcode.count(".") > 1 else "?",
                                    "delta": delta.constant if uniform else None})
@@ -160,7 +161,7 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
     for s in flow.statements:
         if not s.opcode.startswith("ld.param") or not s.defs:
             continue
-        offset = flow.param_address(s.stmt)
+        offset = flow.values.param_address(s.stmt)
         if offset is None:
             continue
         bits = int("".join(ch for ch in s.opcode.rsplit(".", 1)[-1] if ch.isdigit()) or 32)
@@ -172,11 +173,11 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         if (not op.startswith(("ld.", "st.", "atom.", "red.", "tex.", "sust.", "suld."))
                 or op.startswith(("ld.param", "st.param"))):
             continue
-        acc = flow.access(s.stmt)
+        acc = flow.memory.access(s.stmt)
         base = acc.base if acc is not None else None
-        if not base or not base.startswith("param+"):
+        if base is None or base.offset is None:  # not a pointer from the parameter space
             continue
-        u = uses.get(int(base[6:]))
+        u = uses.get(base.offset)
         if u is None:
             continue
         if op.startswith("tex."):

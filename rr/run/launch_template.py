@@ -4,7 +4,7 @@ user with a PTX file and no GPU (or no program to capture).
     rr launch-template k.ptx --entry saxpy -o L --grid 4 --block 256 \
         --buffer param_0=4096:f32 --buffer param_1=4096:f32 --scalar param_2=1024 --scalar param_3=2.0
 
-The parameters are laid out as the ABI lays them out (`rr.describe.provenance.param_offsets`).
+The parameters are laid out as the ABI lays them out (`rr.describe.kernel.param_offsets`).
 Each is one *slot* the user gives a value for, named as in the PTX less the `ENTRY_` prefix nvcc
 puts on it (`param_0`); a struct or array parameter (`.b8 p[N]`) is one slot per member the
 kernel reads, `p.OFFSET`, typed as the kernel's `ld.param` reads it (bytes it never reads are
@@ -89,7 +89,8 @@ def short_name(param: str, entry: str) -> str:
 def entry_params(function, module) -> list[EntryParam]:
     """The entry's parameters as the ABI lays them out, each with its slots and what the kernel
     does with them (rr.describe.summary.summarise_params)."""
-    from rr.describe.provenance import Dataflow, param_offsets
+    from rr.describe.dataflow import Dataflow
+    from rr.describe.kernel import param_offsets
     from rr.describe.summary import summarise_params
 
     flow = Dataflow(function, None, module)

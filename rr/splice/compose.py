@@ -96,11 +96,12 @@ def read_spec(text_or_path: str) -> dict[int, str]:
 
 
 def compose(ptx: str | Path, entry: str, spec: dict[int, str | Recipe], output: str | Path,
-            grouping: str = "run") -> dict:
+            grouping: str = "run", descriptor: str | Path | None = None) -> dict:
     """Splice every phase of `spec` ({phase: recipe}) into one module, checked as a whole (the
     module's doc), and write `output` and its record (OUTPUT.splice.json); SpliceError naming the
-    phases at fault where the composition is refused."""
-    described = described_entry(ptx, entry, grouping)
+    phases at fault where the composition is refused. `descriptor`: the cuts are the phases it
+    describes (rr.splice.splice.described_entry)."""
+    described = described_entry(ptx, entry, grouping, descriptor)
     recipes = {p: r if isinstance(r, Recipe) else load_recipe(r) for p, r in sorted(spec.items())}
     parts = [Part(phase, recipe, applied(described, recipe, phase)) for phase, recipe in recipes.items()]
     _check_overlaps(parts)

@@ -1,21 +1,24 @@
 """`rr splice`: a recipe applied to one phase of an entry — the cut chosen, its liveness computed,
 the template's code assembled in its place, the result checked — written as OUT.ptx and
-OUT.splice.json, or refused with the phase, registers and reason and no output file."""
+OUT.splice.json, or refused with the phase, registers and reason and no output file. Given the
+entry's descriptor (`rr describe`'s, the one the workflow planned the cell from), the phases and
+epilogues are that description's, not found again."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 
+from rr.describe.spec import described_phases, module_sha1
 from rr.io import atomic_paths
 from rr.ptx.parser import read_text
-from rr.records import SPLICE, Status, record_text
+from rr.records import DESCRIPTOR, SPLICE, Status, read_record, record_text
 from rr.splice.assemble import SpliceError, assemble
 from rr.splice.recipe import Recipe
 from rr.templates import NotApplicable
 from rr.templates.base import Cut, Entry, Spliced
 from rr.templates.registry import template_of
+from rr.validation import InvalidInput
 
 
 def recipe_cut(entry: Entry, recipe: Recipe, phase: int) -> Cut:
@@ -49,21 +52,45 @@ def applied(entry: Entry, recipe: Recipe, phase: int) -> Spliced:
     return spliced if spliced.cut else dataclasses.replace(spliced, cut=cut)
 
 
-def described_entry(ptx: str | Path, entry: str, grouping: str = "run") -> Entry:
+def described_entry(ptx: str | Path, entry: str, grouping: str = "run", descriptor: str | Path | None = None) -> Entry:
     """`entry` of the PTX file `ptx`: its text as it is (a CR LF file stays one), described with its
-    phases numbered by `grouping`."""
+    phases numbered by `grouping` — or, given `descriptor`, with the phases and epilogues it holds
+    (`planned_description`)."""
+    text = read_text(Path(ptx))
     try:
-        return Entry(read_text(Path(ptx)), entry, str(ptx), grouping)
+        described = Entry(text, entry, str(ptx), grouping)
     except KeyError as e:
         raise SpliceError(e.args[0]) from None
+    if descriptor is not None:
+        # the Entry's phases and epilogues as already described (they are found only when first asked)
+        described.phases, described.epilogues = planned_description(descriptor, text, entry, grouping, ptx)
+    return described
+
+
+def planned_description(descriptor: str | Path, text: str, entry: str, grouping: str, ptx) -> tuple[list, list]:
+    """The phases and epilogues of `descriptor`, when it is the description of `entry` of this
+    module (`text`, the file `ptx`) with its phases numbered by `grouping`; InvalidInput naming the
+    descriptor when it describes another entry, another module (an older version of this one: a
+    stale descriptor) or another numbering."""
+    spec = read_record(descriptor, DESCRIPTOR)
+    if spec["entry"] != entry:
+        raise InvalidInput(f"{descriptor}: describes entry {spec['entry']!r}, not {entry!r}")
+    digest = module_sha1(text)
+    if spec.get("module_sha1") != digest:
+        raise InvalidInput(f"{descriptor}: describes another module than {ptx} (its module_sha1 is "
+                           f"{spec.get('module_sha1') or 'missing'}, the module's {digest}): a stale or foreign "
+                           "descriptor; describe the module again (rr describe)")
+    if spec.get("grouping") != grouping:
+        raise InvalidInput(f"{descriptor}: numbers the phases by grouping {spec.get('grouping')!r}, not {grouping!r}")
+    return described_phases(spec, descriptor)
 
 
 def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, output: str | Path,
-           grouping: str = "run") -> dict:
+           grouping: str = "run", descriptor: str | Path | None = None) -> dict:
     """Apply `recipe` to `phase` (default: the recipe's; numbered by `grouping`) and write output
-    and output.splice.json."""
+    and output.splice.json; with `descriptor`, the phase's cut is the one it describes."""
     ptx = Path(ptx)
-    described = described_entry(ptx, entry, grouping)
+    described = described_entry(ptx, entry, grouping, descriptor)
     text = described.text
     phase = recipe.phase if phase is None else phase
     spliced = applied(described, recipe, phase)
@@ -76,8 +103,8 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
         "cut": {"first_stmt": cut.first, "last_stmt": cut.last, "statements": cut.last - cut.first + 1},
         "inserted_statements": result.inserted, "outside_statements_checked": result.outside_checked,
         "live_in": live.live_in, "live_out": live.live_out, "predicates_in": live.predicates_in,
-        "predicates_out": live.predicates_out, "source_sha1": hashlib.sha1(text.encode()).hexdigest(),
-        "spliced_sha1": hashlib.sha1(result.text.encode()).hexdigest(),
+        "predicates_out": live.predicates_out, "source_sha1": module_sha1(text),
+        "spliced_sha1": module_sha1(result.text),
     }
     if grouping != "run":
         record["grouping"] = grouping

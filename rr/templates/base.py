@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Protocol
 
 from rr.describe import find_epilogues, find_phases
-from rr.describe.provenance import Dataflow
+from rr.describe.dataflow import Dataflow
 from rr.ptx import linearise, parse
 from rr.splice.liveness import CutLiveness, cut_liveness
 

@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from rr.describe.phases import is_mma, mma_operands
-from rr.describe.provenance import Dataflow, _Tracer, phase_operands
+from rr.describe.dataflow import Dataflow
+from rr.describe.provenance import Provenance
 from rr.ptx import linearise, parse
 from rr.ptx.statements import operands as statement_operands
 from rr.ptx.model import Imm, Instruction, Reg, Vec, emit_items
@@ -65,10 +66,8 @@ from rr.templates import NotApplicable, TemplateError
 from rr.templates.base import Cut, Entry, Spliced
 from rr.templates.body import body_items, ranges, register_readers, register_types
 from rr.templates.isolate import isolate
-from rr.templates.transposed import transposed
+from rr.templates.transposed import MOVMATRIX, is_movmatrix, transposed
 
-MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16"  # the PTX ISA's spelling; modifiers may come in any order
-_MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
 _PACK = re.compile(r"cvt\.rn\.satfinite(\.relu)?\.(e4m3x2|e5m2x2)\.f16x2$")
 _MOVE = ("mov.b32", "mov.b16", "mov.u32", "mov.u16", "mov.s32", "mov.s16")
 PLACES = ("staging", "phase")
@@ -157,7 +156,7 @@ def evaluate(opcode: str, ops: tuple, read, where: str) -> dict[str, Lanes]:
         raise TemplateError(f"{where}: reads {op}, not a register holding accumulator data")
 
     dest = ops[0] if ops else None
-    if sorted(opcode.split(".")) == _MOVMATRIX_PARTS and len(ops) == 2 and isinstance(dest, Reg):
+    if is_movmatrix(opcode) and len(ops) == 2 and isinstance(dest, Reg):
         return {dest.name: _movmatrix(value(ops[1]))}
     if _PACK.match(opcode) and len(ops) == 2 and isinstance(dest, Reg):
         return {dest.name: _pack(value(ops[1]), opcode, where)}
@@ -327,12 +326,6 @@ class _Builder:
         return out
 
 
-@dataclass
-class ByteSource:
-    how: str  # in-lane, movmatrix
-    text: str
-
-
 def _classify(target: Lanes, reg: str) -> list:
     """Per byte of an operand register: ('lane', (conv, R, h)) when every lane takes it from its own
     accumulators, ('trans', e, column) when every lane takes it from the lane movmatrix puts there
@@ -453,8 +446,8 @@ def build_construction(entry: Entry, phase: int, place: str) -> Built:
     a TemplateError saying why it cannot be built."""
     flow, phases, types = entry.flow, entry.phases, register_types(entry.function)
     p = phases[phase - 1]
-    tracer = _Tracer(flow, phases, entry.epilogues)
-    sources = phase_operands(flow, p, tracer)
+    provenance = Provenance(flow, phases, entry.epilogues)
+    sources = provenance.phase_operands(p)
     roles, reasons = {}, []
     for role in ("A", "B"):
         found = sources[role]
@@ -468,7 +461,7 @@ def build_construction(entry: Entry, phase: int, place: str) -> Built:
         raise NotApplicable(f"{' and '.join(reasons)}: neither operand is a pack or transpose of an earlier "
                             "phase's accumulator, so there is no staging to build directly")
     statements = flow.statements
-    mmas = [st for st in range(p.first_stmt, p.last_stmt + 1) if tracer.phase_of.get(st) == phase]
+    mmas = [st for st in range(p.first_stmt, p.last_stmt + 1) if provenance.phase_of.get(st) == phase]
     # the operand registers each mma reads, per role, in order of first read
     operand_reads: set = set()
     regs: dict[str, str] = {}  # operand register -> role
@@ -484,7 +477,7 @@ def build_construction(entry: Entry, phase: int, place: str) -> Built:
     for reg, role in regs.items():
         src = roles[role].phase
         if src not in stagings:
-            own = frozenset(s for s, q in tracer.phase_of.items() if q == src)
+            own = frozenset(s for s, q in provenance.phase_of.items() if q == src)
             stagings[src] = Staging(flow, src, own)
         at = next(st for st, r in sorted(operand_reads) if r == reg)
         value = stagings[src].value(reg, at)

@@ -24,7 +24,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rr.describe.phases import is_mma, mma_operands
-from rr.describe.provenance import Access, Dataflow, _Tracer
+from rr.describe.dataflow import Dataflow
+from rr.describe.memory import Access
+from rr.describe.provenance import Provenance
 from rr.describe.values import Value, bit_fields, lanes, special_register_parts
 from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec
@@ -116,7 +118,7 @@ class _Emitter:
                     self.lines.append(f"{'and.b32' if op == '&' else 'shr.u32'} \t{r}, {r}, {k};")
                 return self._wide(r)
             if kind == "param":
-                bits, signed = self.flow.ranges.param_widths.get(f[1], (64, False))
+                bits, signed = self.flow.values.ranges.param_widths.get(f[1], (64, False))
                 name, inner = self.param_at(f[1])
                 if bits == 64:
                     r = self.reg("b64")
@@ -140,7 +142,7 @@ class _Emitter:
 
         flow = self.flow
         for iv in induction_variables(flow, flow.cfg.loop(loop)):
-            v = flow.value(Reg(iv.register), self.first)
+            v = flow.values.value(Reg(iv.register), self.first)
             step = dict(v.terms).get((("trip", loop),))
             rest = v.plus(Value.factor(("trip", loop)).scaled(step or 0), -1)
             if not isinstance(step, int) or not step or any(x[0] == "trip" for x in rest.factors()):
@@ -209,18 +211,19 @@ class _Emitter:
         key = ("address", acc.base, acc.space, acc.lane_bytes, acc.terms)
 
         def build():
-            base = acc.base or ""
-            if base.startswith("param+"):
-                name, inner = self.param_at(int(base[len("param+"):]))
+            base = acc.base
+            if base is not None and base.offset is not None:  # a pointer from the parameter space
+                name, inner = self.param_at(base.offset)
                 ptr = self.reg("b64")
                 self.lines.append(f"ld.param.u64 \t{ptr}, [{name}+{inner}];")
                 if acc.space == "global":
                     self.lines.append(f"cvta.to.global.u64 \t{ptr}, {ptr};")
-            elif ":" in base and acc.space != "generic":
+            elif base is not None and acc.space != "generic":  # a variable's address
                 ptr = self.reg("b64")
-                self.lines.append(f"mov.u64 \t{ptr}, {base.split(':', 1)[1]};")
+                self.lines.append(f"mov.u64 \t{ptr}, {base.symbol};")
             else:
-                raise TemplateError(f"{what}: loaded through no pointer regen can name (base {acc.base!r})")
+                raise TemplateError(f"{what}: loaded through no pointer regen can name "
+                                    f"(base {str(base) if base is not None else None!r})")
             if acc.lane_bytes is not None:
                 self.lines.append(f"add.s64 \t{ptr}, {ptr}, {self.lane_value(acc.lane_bytes, what)};")
             if acc.terms:
@@ -247,7 +250,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
     if not mmas or any(not s.opcode.startswith("mma.") for s in mmas):
         raise TemplateError(f"regen re-emits mma.sync phases; the cut s{first}–s{last} has "
                             f"{(mmas or cut)[0].opcode}")
-    tracer = _Tracer(flow, entry.phases, entry.epilogues)
+    provenance = Provenance(flow, entry.phases, entry.epilogues)
     own = frozenset(s.stmt for s in mmas)
     em = _Emitter(flow, entry.function.params, first, register_types(flow.function))
     planned: dict[tuple, tuple] = {}  # (operand registers, mma statement) -> the registers to use
@@ -259,7 +262,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
         if guard is None and d in fresh_of_load:
             return fresh_of_load[d]
         s = flow.statements[d - 1]
-        acc = flow.access(d)
+        acc = flow.memory.access(d)
         per = acc.width // max(len(s.defs), 1)
         cls = _WIDTH_CLASS.get(per)
         if cls is None:
@@ -278,7 +281,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
         reach = flow.reaching(reg, at)
         if len(reach) == 1 and reach[0] != UNDEFINED:
             return written(reg, reach[0], what, loads)
-        sel = flow.selection(reg, at)
+        sel = flow.values.selection(reg, at)
         if sel is None:
             where = ", ".join("entry" if d == UNDEFINED else f"s{d}" for d in reach)
             raise TemplateError(f"{what}: {reg} is reached by several definitions ({where}), which regen "
@@ -297,7 +300,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
         s = flow.statements[d - 1]
         ops = flow.operands(d)
         g = f"@{guard} " if guard else ""
-        acc = flow.access(d) if s.opcode.startswith("ld.") else None
+        acc = flow.memory.access(d) if s.opcode.startswith("ld.") else None
         if acc is not None and acc.space in ("global", "const", "generic", "shared"):
             if s.guard is not None:
                 raise TemplateError(f"{what}: {reg} is loaded under the guard @{s.guard} (s{d}), which regen "
@@ -329,7 +332,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
         if key in planned:
             return planned[key]
         what = f"{role} of s{stmt}"
-        source = tracer.operand(regs, stmt, skip)
+        source = provenance.operand(regs, stmt, skip)
         staged = source.kind == "shared" and _reloadable_from_shared(flow, regs, stmt, first)
         traced_to_global = source.kind in _GLOBAL or (source.kind == "merge" and
                                                       any(a.kind in _GLOBAL for a in source.alternatives))

@@ -30,13 +30,15 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rr.describe.phases import is_mma, mma_operands
-from rr.describe.provenance import Dataflow, _Tracer, phase_operands
+from rr.describe.dataflow import Dataflow
+from rr.describe.provenance import Provenance
 from rr.ptx.model import Imm, Instruction, emit_items
 from rr.templates import NotApplicable, TemplateError
 from rr.templates.base import Cut, Entry, Spliced
 from rr.templates.body import body_items, ranges, register_readers, register_types
 
-_MOVMATRIX_PARTS = sorted("movmatrix.sync.aligned.m8n8.trans.b16".split("."))
+MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16"  # the PTX ISA's spelling; modifiers may come in any order
+_MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
 BIT_SAFETY = ("each output of the transposed chains is the same 32 products at the same k-slots as the "
               "original's (an A fragment's k layout is a B fragment's), added from zero in the same order: "
               "the same HMMA halves, the same bits (rr.numerics.mma_sync: mma(Bᵀ, Aᵀ, Cᵀ) = mma(A, B, C)ᵀ)")
@@ -50,7 +52,8 @@ class _Step:
     b: tuple
 
 
-def _is_movmatrix(opcode: str) -> bool:
+def is_movmatrix(opcode: str) -> bool:
+    """Whether `opcode` is MOVMATRIX, its modifiers in whatever order."""
     return sorted(opcode.split(".")) == _MOVMATRIX_PARTS
 
 
@@ -106,24 +109,24 @@ def transposed(entry: Entry, phase: int) -> Spliced:
     if any(r.startswith("%rrt") and r[4:].isdigit() for r in register_types(entry.function)):
         raise TemplateError("the entry already has registers named %rrtN, the template's own")
     p = phases[phase - 1]
-    tracer = _Tracer(flow, phases, entry.epilogues)
-    sources = phase_operands(flow, p, tracer)
-    roles = {role: found[0].phase for role, found in sources.items() if role in ("A", "B") and found
+    provenance = Provenance(flow, phases, entry.epilogues)
+    sources = provenance.phase_operands(p)
+    roles = {role: found[0] for role, found in sources.items() if role in ("A", "B") and found
              and {(s.kind, s.phase) for s in found} == {("transpose", found[0].phase)}}
     if not roles:
         what = "; ".join(f"{r} is {' + '.join(dict.fromkeys(str(s) for s in sources[r])) or 'nothing'}"
                          for r in ("A", "B"))
         raise NotApplicable(f"{what}: no operand is a transpose of an earlier phase's accumulator")
-    src = next(iter(roles.values()))
+    src = next(iter(roles.values())).phase
     statements = flow.statements
     users = register_readers(statements)
     # the transposes of phase src's accumulators, by the accumulator register they read
     moves: dict[str, tuple[int, str]] = {}
     for s in statements:
-        if _is_movmatrix(s.opcode) and s.stmt < p.first_stmt:
+        if is_movmatrix(s.opcode) and s.stmt < p.first_stmt:
             dest, source = s.defs[0], s.uses[0]
             d = flow.definition(source, s.stmt)
-            if d is not None and tracer.phase_of.get(d) == src:
+            if d is not None and provenance.phase_of.get(d) == src:
                 moves[source] = (s.stmt, dest)
     if not moves:
         raise TemplateError(f"phase {phase}'s operand is a transpose of phase {src}'s D, but no movmatrix.trans "
@@ -220,8 +223,8 @@ def transposed(entry: Entry, phase: int) -> Spliced:
     removed_ops = Counter(statements[d - 1].opcode for d in removed)
     record = {
         "construction": "transposed",
-        "operands": [{"role": role, "source": f"transpose(D of phase {q})", "phase": q} for role, q in roles.items()],
-        "producer": {"phases": sorted({tracer.phase_of.get(s) for s in mma_stmts}), "chains": len(chains),
+        "operands": [{"role": role, "source": str(s), "phase": s.phase} for role, s in roles.items()],
+        "producer": {"phases": sorted({provenance.phase_of.get(s) for s in mma_stmts}), "chains": len(chains),
                      "k_steps": len(chains[0]), "m_tiles": len(tiles)},
         "removed": {"statements": len(removed), "ranges": ranges(removed), "ops": dict(sorted(removed_ops.items()))},
         "kept_in_cut": {"statements": len(kept)},

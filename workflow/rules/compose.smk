@@ -27,6 +27,7 @@ rule compose_splice:
     input:
         index="resources/corpus/index.parquet",
         spec="results/compose/{layer}.spec.json",
+        descriptor=layer_descriptor,
         recipes=recipe_files,
     output:
         ptx=COMPOSED_PTX,
@@ -41,7 +42,7 @@ rule compose_splice:
         grouping=config["grouping"],
     shell:
         "python3 -P -m rr splice resources/corpus --entry {params.entry:q} --compose {input.spec:q}"
-        " --grouping {params.grouping:q} --record -o {output.ptx:q} > {log:q} 2>&1"
+        " --grouping {params.grouping:q} --descriptor {input.descriptor:q} --record -o {output.ptx:q} > {log:q} 2>&1"
 
 
 rule compose_compile:

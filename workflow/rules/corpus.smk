@@ -37,6 +37,8 @@ checkpoint extract:
         "python3 -P -m rr extract -o resources/corpus -- {input:q} > {log:q} 2>&1"
 
 
+# The linearised entry as a table, for people and tools of one's own (`rule all` makes it for every
+# layer): no rule reads it — describe parses the module itself (docs/design.md, Architecture).
 rule linearise:
     input:
         index="resources/corpus/index.parquet",

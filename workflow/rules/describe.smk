@@ -1,4 +1,6 @@
-# Describe: the phase table, operand sources, epilogues and parameters of each layer's entry.
+# Describe: the phase table, operand sources, epilogues and parameters of each layer's entry, from
+# the module (not from statements.parquet: the analysis needs the parsed module, which the table is
+# not). The splices read the descriptor: it is the description their cells were planned from.
 
 
 checkpoint describe:

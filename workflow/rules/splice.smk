@@ -6,9 +6,13 @@ wildcard_constraints:
     recipe="[a-z][a-z0-9_]*",
 
 
+# A splice cuts the phase its layer's descriptor describes — the description its cell was planned
+# from (the layer's phases are the descriptor's: describe is a checkpoint) —, and rr splice refuses
+# a descriptor that is not of this module, entry and grouping.
 rule splice:
     input:
         index="resources/corpus/index.parquet",
+        descriptor=layer_descriptor,
         recipe=recipe_file,
     output:
         ptx="results/{layer}/phase{phase}/{recipe}.ptx",
@@ -23,7 +27,8 @@ rule splice:
         grouping=config["grouping"],
     shell:
         "python3 -P -m rr splice resources/corpus --entry {params.entry:q} --recipe {input.recipe:q}"
-        " --phase {wildcards.phase:q} --grouping {params.grouping:q} --record -o {output.ptx:q} > {log:q} 2>&1"
+        " --phase {wildcards.phase:q} --grouping {params.grouping:q} --descriptor {input.descriptor:q}"
+        " --record -o {output.ptx:q} > {log:q} 2>&1"
 
 
 rule compile:

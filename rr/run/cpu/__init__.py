@@ -39,7 +39,7 @@ def prepare(module_text: str, entry: str):
     """Decode and compile a module's entry once: (program, ctx). Without the cyclic collector:
     the statements, their operands and closures are tens of thousands of small objects whose
     collection passes cost a third of the time (their cycles, op ↔ closure, go with the program)."""
-    from rr.describe.provenance import param_offsets
+    from rr.describe.kernel import param_offsets
     from rr.ptx import parse
 
     with no_gc():
