@@ -70,16 +70,13 @@ class Family:
     known: bool = True  # False: a name the table does not have (see `parse_opcode`)
 
 
-_A, _L, _C, _M, _V = Kind.ARITHMETIC, Kind.LOGIC, Kind.COMPARISON, Kind.MOVE, Kind.CONVERSION
-_NONE, _ACC = Defs.NONE, Defs.ACCUMULATES
-
-
-def _family(name: str, kind: Kind, defs: Defs = Defs.FIRST, operands: str | None = None, *forms: str) -> Family:
+def _formed(name: str, kind: Kind, operands: str, *forms: str, defs: Defs = Defs.FIRST) -> Family:
+    """A family whose operands the parser checks against its forms."""
     return Family(name, kind, defs, operands, forms)
 
 
-def _plain(kind: Kind, names: str, defs: Defs = Defs.FIRST) -> list[Family]:
-    """Families without an operand form, by name."""
+def _named(kind: Kind, names: str, defs: Defs = Defs.FIRST) -> list[Family]:
+    """Families whose operands the operand grammar alone checks, by name."""
     return [Family(name, kind, defs) for name in names.split()]
 
 
@@ -89,82 +86,83 @@ def _plain(kind: Kind, names: str, defs: Defs = Defs.FIRST) -> list[Family]:
 # upper-case letter an optional trailing operand (rr.ptx.forms says which operands fit which).
 TABLE: dict[str, Family] = {f.name: f for f in [
     # -- integer and floating-point arithmetic ----------------------------------------------------
-    _family("add", _A, Defs.FIRST, "d, a, b", "wrr"),
-    _family("sub", _A, Defs.FIRST, "d, a, b", "wrr"),
-    _family("mul", _A, Defs.FIRST, "d, a, b", "wrr"),
-    _family("mad", _A, Defs.FIRST, "d, a, b, c", "wrrr"),
-    _family("bfi", _A, Defs.FIRST, "f, a, b, c, d", "wrrrr"),
-    _family("bfe", _A, Defs.FIRST, "d, a, b, c", "wrrr"),
-    *_plain(_A, "mul24 mad24 sad div rem abs neg min max popc clz bfind fns brev szext bmsk dp4a dp2a "
-                "addc subc madc fma rcp sqrt rsqrt sin cos lg2 ex2 tanh copysign"),
+    _formed("add", Kind.ARITHMETIC, "d, a, b", "wrr"),
+    _formed("sub", Kind.ARITHMETIC, "d, a, b", "wrr"),
+    _formed("mul", Kind.ARITHMETIC, "d, a, b", "wrr"),
+    _formed("mad", Kind.ARITHMETIC, "d, a, b, c", "wrrr"),
+    _formed("bfi", Kind.ARITHMETIC, "f, a, b, c, d", "wrrrr"),
+    _formed("bfe", Kind.ARITHMETIC, "d, a, b, c", "wrrr"),
+    *_named(Kind.ARITHMETIC, "mul24 mad24 sad div rem abs neg min max popc clz bfind fns brev szext bmsk dp4a dp2a "
+                             "addc subc madc fma rcp sqrt rsqrt sin cos lg2 ex2 tanh copysign"),
     # -- logic and shifts -------------------------------------------------------------------------
-    _family("shl", _L, Defs.FIRST, "d, a, b", "wrr"),
-    _family("shr", _L, Defs.FIRST, "d, a, b", "wrr"),
-    _family("and", _L, Defs.FIRST, "d, a, b", "wrr"),
-    _family("or", _L, Defs.FIRST, "d, a, b", "wrr"),
-    _family("xor", _L, Defs.FIRST, "d, a, b", "wrr"),
-    *_plain(_L, "not cnot lop3 shf"),
+    _formed("shl", Kind.LOGIC, "d, a, b", "wrr"),
+    _formed("shr", Kind.LOGIC, "d, a, b", "wrr"),
+    _formed("and", Kind.LOGIC, "d, a, b", "wrr"),
+    _formed("or", Kind.LOGIC, "d, a, b", "wrr"),
+    _formed("xor", Kind.LOGIC, "d, a, b", "wrr"),
+    *_named(Kind.LOGIC, "not cnot lop3 shf"),
     # -- comparison and selection -----------------------------------------------------------------
-    _family("setp", _C, Defs.FIRST, "p[|q], a, b", "wrr"),
-    _family("setp.bool", _C, Defs.FIRST, "p[|q], a, b, {!}c", "wrrr"),
-    _family("selp", _C, Defs.FIRST, "d, a, b, c", "wrrr"),
-    *_plain(_C, "set slct testp"),
+    _formed("setp", Kind.COMPARISON, "p[|q], a, b", "wrr"),
+    _formed("setp.bool", Kind.COMPARISON, "p[|q], a, b, {!}c", "wrrr"),
+    _formed("selp", Kind.COMPARISON, "d, a, b, c", "wrrr"),
+    *_named(Kind.COMPARISON, "set slct testp"),
     # -- data movement and conversion -------------------------------------------------------------
-    _family("mov", _M, Defs.FIRST, "d, a", "wr"),
-    _family("prmt", _M, Defs.FIRST, "d, a, b, c", "wrrr"),
-    _family("cvt", _V, Defs.FIRST, "d, a {, b} {, rbits}", "wrRR"),
-    _family("cvta", Kind.ADDRESS, Defs.FIRST, "d, a", "wr"),
-    *_plain(Kind.ADDRESS, "isspacep mapa getctarank"),
-    _family("ld", Kind.MEMORY, Defs.FIRST, "d, [a] {, cache-policy}", "waR"),
-    _family("ldu", Kind.MEMORY, Defs.FIRST, "d, [a]", "wa"),
-    _family("st", Kind.MEMORY, _NONE, "[a], b {, cache-policy}", "arR", "ara"),
-    *_plain(Kind.MEMORY, "createpolicy multimem.ld_reduce"),
-    *_plain(Kind.MEMORY, "prefetch prefetchu applypriority discard multimem.st multimem.red multimem.cp", _NONE),
-    *_plain(Kind.ASYNC_COPY, "cp tensormap", _NONE),
-    *_plain(Kind.ATOMIC, "atom"),
-    *_plain(Kind.ATOMIC, "red", _NONE),
+    _formed("mov", Kind.MOVE, "d, a", "wr"),
+    _formed("prmt", Kind.MOVE, "d, a, b, c", "wrrr"),
+    _formed("cvt", Kind.CONVERSION, "d, a {, b} {, rbits}", "wrRR"),
+    _formed("cvta", Kind.ADDRESS, "d, a", "wr"),
+    *_named(Kind.ADDRESS, "isspacep mapa getctarank"),
+    _formed("ld", Kind.MEMORY, "d, [a] {, cache-policy}", "waR"),
+    _formed("ldu", Kind.MEMORY, "d, [a]", "wa"),
+    _formed("st", Kind.MEMORY, "[a], b {, cache-policy}", "arR", "ara", defs=Defs.NONE),
+    *_named(Kind.MEMORY, "createpolicy multimem.ld_reduce"),
+    *_named(Kind.MEMORY, "prefetch prefetchu applypriority discard multimem.st multimem.red multimem.cp", Defs.NONE),
+    *_named(Kind.ASYNC_COPY, "cp tensormap", Defs.NONE),
+    *_named(Kind.ATOMIC, "atom"),
+    *_named(Kind.ATOMIC, "red", Defs.NONE),
     # -- textures and surfaces --------------------------------------------------------------------
-    _family("tex", Kind.TEXTURE, Defs.FIRST, "d[|p], [a, {b,} c] {, lod | dPdx, dPdy} {, e} {, f}", "waRRRR"),
-    *_plain(Kind.TEXTURE, "tld4 txq istypep"),
-    _family("sust", Kind.SURFACE, _NONE, "[a, b], c", "ar"),
-    *_plain(Kind.SURFACE, "suld suq"),
-    *_plain(Kind.SURFACE, "sured", _NONE),
+    _formed("tex", Kind.TEXTURE, "d[|p], [a, {b,} c] {, lod | dPdx, dPdy} {, e} {, f}", "waRRRR"),
+    *_named(Kind.TEXTURE, "tld4 txq istypep"),
+    _formed("sust", Kind.SURFACE, "[a, b], c", "ar", defs=Defs.NONE),
+    *_named(Kind.SURFACE, "suld suq"),
+    *_named(Kind.SURFACE, "sured", Defs.NONE),
     # -- control flow -----------------------------------------------------------------------------
-    _family("bra", Kind.CONTROL, _NONE, "target label", "l"),
-    *_plain(Kind.CONTROL, "brx ret exit trap brkpt", _NONE),
-    *_plain(Kind.CONTROL, "call"),  # writes the registers of its return list (its first operand)
+    _formed("bra", Kind.CONTROL, "target label", "l", defs=Defs.NONE),
+    *_named(Kind.CONTROL, "brx ret exit trap brkpt", Defs.NONE),
+    *_named(Kind.CONTROL, "call"),  # writes the registers of its return list (its first operand)
     # -- synchronisation --------------------------------------------------------------------------
-    *_plain(Kind.SYNC, "bar barrier membar fence griddepcontrol", _NONE),
-    *_plain(Kind.SYNC, "bar.red barrier.red mbarrier clusterlaunchcontrol"),
+    *_named(Kind.SYNC, "bar barrier membar fence griddepcontrol", Defs.NONE),
+    *_named(Kind.SYNC, "bar.red barrier.red mbarrier clusterlaunchcontrol"),
     # -- warp collectives -------------------------------------------------------------------------
-    _family("shfl", Kind.WARP, Defs.FIRST, "d[|p], a, b, c", "wrrr"),
-    _family("shfl.sync", Kind.WARP, Defs.FIRST, "d[|p], a, b, c, membermask", "wrrrr"),
-    *_plain(Kind.WARP, "vote match activemask redux elect"),
+    _formed("shfl", Kind.WARP, "d[|p], a, b, c", "wrrr"),
+    _formed("shfl.sync", Kind.WARP, "d[|p], a, b, c, membermask", "wrrrr"),
+    *_named(Kind.WARP, "vote match activemask redux elect"),
     # -- tensor cores -----------------------------------------------------------------------------
-    _family("mma", Kind.TENSOR_CORE, Defs.FIRST, "d, a, b, c", "wrrr"),
-    _family("mma.sp", Kind.TENSOR_CORE, Defs.FIRST, "d, a, b, c, e (metadata), f (selector)", "wrrrrr"),
-    _family("mma.block_scale", Kind.TENSOR_CORE, Defs.FIRST,
+    _formed("mma", Kind.TENSOR_CORE, "d, a, b, c", "wrrr"),
+    _formed("mma.sp", Kind.TENSOR_CORE, "d, a, b, c, e (metadata), f (selector)", "wrrrrr"),
+    _formed("mma.block_scale", Kind.TENSOR_CORE,
             "d, a, b, c, scale-a, {byte-id-a, thread-id-a}, scale-b, {byte-id-b, thread-id-b}", "wrrrrrrr"),
-    _family("mma.sp.block_scale", Kind.TENSOR_CORE, Defs.FIRST, "d, a, b, c, e, f, scale-a, {…}, scale-b, {…}",
+    _formed("mma.sp.block_scale", Kind.TENSOR_CORE, "d, a, b, c, e, f, scale-a, {…}, scale-b, {…}",
             "wrrrrrrrrr"),
-    _family("wmma.load", Kind.TENSOR_CORE, Defs.FIRST, "r, [p] {, stride}", "waR"),
-    _family("wmma.store", Kind.TENSOR_CORE, _NONE, "[p], r {, stride}", "arR"),
-    _family("wmma.mma", Kind.TENSOR_CORE, Defs.FIRST, "d, a, b, c", "wrrr"),
-    _family("wgmma.mma_async", Kind.TENSOR_CORE, _ACC, "d, a(-desc), b-desc {, sp-meta, sp-sel}, scale-d "
-            "{, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b}", "wrrrRRRRRR"),
-    _family("wgmma.fence", Kind.TENSOR_CORE, _NONE, "no operands", ""),
-    _family("wgmma.commit_group", Kind.TENSOR_CORE, _NONE, "no operands", ""),
-    _family("wgmma.wait_group", Kind.TENSOR_CORE, _NONE, "N", "r"),
-    _family("movmatrix", Kind.TENSOR_CORE, Defs.FIRST, "d, a", "wr"),
-    *_plain(Kind.TENSOR_CORE, "ldmatrix tcgen05.ld"),
-    *_plain(Kind.TENSOR_CORE, "stmatrix tcgen05.alloc tcgen05.dealloc tcgen05.relinquish_alloc_permit tcgen05.st "
-                              "tcgen05.wait tcgen05.cp tcgen05.shift tcgen05.mma tcgen05.commit tcgen05.fence", _NONE),
+    _formed("wmma.load", Kind.TENSOR_CORE, "r, [p] {, stride}", "waR"),
+    _formed("wmma.store", Kind.TENSOR_CORE, "[p], r {, stride}", "arR", defs=Defs.NONE),
+    _formed("wmma.mma", Kind.TENSOR_CORE, "d, a, b, c", "wrrr"),
+    _formed("wgmma.mma_async", Kind.TENSOR_CORE, "d, a(-desc), b-desc {, sp-meta, sp-sel}, scale-d "
+            "{, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b}", "wrrrRRRRRR", defs=Defs.ACCUMULATES),
+    _formed("wgmma.fence", Kind.TENSOR_CORE, "no operands", "", defs=Defs.NONE),
+    _formed("wgmma.commit_group", Kind.TENSOR_CORE, "no operands", "", defs=Defs.NONE),
+    _formed("wgmma.wait_group", Kind.TENSOR_CORE, "N", "r", defs=Defs.NONE),
+    _formed("movmatrix", Kind.TENSOR_CORE, "d, a", "wr"),
+    *_named(Kind.TENSOR_CORE, "ldmatrix tcgen05.ld"),
+    *_named(Kind.TENSOR_CORE, "stmatrix tcgen05.alloc tcgen05.dealloc tcgen05.relinquish_alloc_permit tcgen05.st "
+                              "tcgen05.wait tcgen05.cp tcgen05.shift tcgen05.mma tcgen05.commit tcgen05.fence",
+            Defs.NONE),
     # -- video ------------------------------------------------------------------------------------
-    *_plain(Kind.VIDEO, "vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 "
+    *_named(Kind.VIDEO, "vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 "
                         "vset2 vadd4 vsub4 vavrg4 vabsdiff4 vmin4 vmax4 vset4"),
     # -- miscellaneous ----------------------------------------------------------------------------
-    *_plain(Kind.MISC, "alloca stacksave"),
-    *_plain(Kind.MISC, "nanosleep pmevent setmaxnreg stackrestore", _NONE),
+    *_named(Kind.MISC, "alloca stacksave"),
+    *_named(Kind.MISC, "nanosleep pmevent setmaxnreg stackrestore", Defs.NONE),
 ]}
 
 # instructions whose family is named by their first modifier (`wmma.load`, `tcgen05.mma`)
@@ -188,8 +186,6 @@ TYPE_BITS: dict[str, int] = {
 # the state spaces, by their modifier (`.shared::cta` and `.shared::cluster` are shared memory)
 SPACES = frozenset({"global", "shared", "param", "local", "const", "tex"})
 ROUNDINGS = frozenset({"rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "rs"})
-COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
-                         "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"})
 _VECTORS = {"v2": 2, "v4": 4, "v8": 8}
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 
@@ -227,11 +223,8 @@ class Opcode:
 
     @property
     def known(self) -> bool:
+        """Whether the table has its family (the parser refuses an opcode it does not have)."""
         return self.family.known
-
-    @property
-    def kind(self) -> Kind | None:
-        return self.family.kind if self.family.known else None
 
     @property
     def type(self) -> str | None:
