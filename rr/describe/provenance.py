@@ -536,7 +536,8 @@ _SYMBOLIC = by_family({
     "not": (1, lambda code, a, width, signed, r: a[0].scaled(-1).plus(Value.const(-1))),
     "mul": (2, _multiply_add), "mul24": (2, _multiply_add), "mad": (3, _multiply_add), "mad24": (3, _multiply_add),
     "shl": (2, _shift), "shr": (2, _shift),
-    **{f: (2, lambda code, a, width, signed, r: bitwise(code.base, a[0], a[1], width, r)) for f in ("and", "or", "xor")},
+    **{family: (2, lambda code, a, width, signed, r: bitwise(code.base, a[0], a[1], width, r))
+       for family in ("and", "or", "xor")},
     "bfi": (4, _bit_field), "bfe": (3, _bit_field),
     "prmt": (3, _permute),
     "min": (2, _min_max), "max": (2, _min_max),

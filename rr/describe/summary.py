@@ -169,7 +169,7 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         u.stmts.append(s.stmt)
     for s in flow.statements:
         op = s.code.base
-        if op not in ("ld", "st", "atom", "red", "tex", "sust", "suld") or (op in ("ld", "st") and s.code.space == "param"):
+        if op not in ("ld", "st", "atom", "red", "tex", "sust", "suld") or op in ("ld", "st") and s.code.space == "param":
             continue
         acc = flow.access(s.stmt)
         base = acc.base if acc is not None else None

@@ -1,7 +1,9 @@
 """Operands: their types, and parsing one instruction's text into guard, opcode and typed operands.
 
 The syntax tree (`rr.ptx.model`) holds them; it names these types too, and parses an
-instruction's operands with `parse_instruction` on first access. Reg or Sym: a `%`-name is a register; a bare name is a register exactly when `.reg` declares it
+instruction's operands with `parse_instruction` on first access.
+
+Reg or Sym: a `%`-name is a register; a bare name is a register exactly when `.reg` declares it
 in the instruction's scope, which the caller passes as `names` (`rr.ptx.scopes` says how scopes
 are read and how registers of different blocks are told apart); without `names`, a bare operand
 is a `Sym`. A guard is a predicate register either way. `sym+const` and `reg+const` outside

@@ -365,7 +365,8 @@ CONTRACTED_TYPES = ("f16", "f16x2", "f32")
 
 def _contractible(op, base: str) -> bool:
     code = op.code
-    return (code.base == base and code.type in CONTRACTED_TYPES and code.rounding is None and "sat" not in code.mods and op.guard is None)
+    return (code.base == base and code.type in CONTRACTED_TYPES and code.rounding is None and "sat" not in code.mods
+            and op.guard is None)
 
 
 def _contract(program: Program) -> None:
