@@ -183,7 +183,7 @@ def test_an_instruction_of_an_analysed_family_with_the_wrong_operands_is_a_parse
 def test_forms_accept_every_instruction_nvcc_writes_for_the_test_kernels(nvcc_ptx):
     # the typed check and the text check of the scan agree, and neither refuses what nvcc writes
     from conftest import ALL_KERNELS
-    from rr.ptx.forms import check_operands, check_text, family
+    from rr.ptx.forms import check_operands, check_text
     from rr.ptx.parser import _operand_text
 
     seen = set()
@@ -192,7 +192,7 @@ def test_forms_accept_every_instruction_nvcc_writes_for_the_test_kernels(nvcc_pt
             for ins in f.instructions() if f.has_body else ():
                 assert check_operands(ins.opcode, ins.operands) is None, ins.text
                 assert check_text(*_operand_text(ins.text)) is None, ins.text
-                seen.add(family(ins.opcode))
+                seen.add(ins.code.family.name)
     assert {"mma", "ld", "st", "mov", "cvt", "add", "mad", "shl", "and", "setp", "bra", "shfl.sync",
             "movmatrix", "tex", "sust"} <= seen
 

@@ -299,7 +299,7 @@ def _ops(text: str):
 
     body = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n" + text + "\n\tret;\n}\n"
     s = linearise(parse(body).function("k"))[0]
-    return s.opcode, operands(s)
+    return s.code, operands(s)
 
 
 def test_a_lane_mapping_no_movmatrix_gives_is_refused_as_not_bit_safe():

@@ -27,17 +27,18 @@ from rr.describe.values import (
     shift_right,
 )
 from rr.ptx.model import Addr, Imm, Reg, Sym, Vec, register_names
+from rr.ptx.opcodes import Opcode, by_family
 from rr.ptx.reaching import UNDEFINED
 
 _LANE = Value.const(tuple(range(LANES)))
 _BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
 
 
-def _width(opcode: str) -> tuple[int, bool]:
-    """(bits, signed) of an instruction's operand type (its last type suffix)."""
-    for part in reversed(opcode.split(".")):
-        if part[:1] in "bus" and part[1:] in _BITS:
-            return _BITS[part[1:]], part[0] == "s"
+def _width(code: Opcode) -> tuple[int, bool]:
+    """(bits, signed) of an instruction's operand type (its last integer or bit type)."""
+    for t in reversed(code.types):
+        if t[:1] in "bus" and t[1:] in _BITS:
+            return _BITS[t[1:]], t[0] == "s"
     return 32, False
 
 
@@ -127,22 +128,21 @@ class SymbolicValues:
         opaque = Value.factor(("opaque", stmt, register))
         if s.guard is not None:
             return opaque
-        op = s.opcode
-        base = op.split(".", 1)[0]
+        code = s.code
         ops = self.operands(stmt)
-        width, signed = _width(op)
-        if base == "ld":
-            at = self.param_address(stmt) if ".param" in op else None
+        width, signed = _width(code)
+        if code.base == "ld":
+            at = self.param_address(stmt) if code.space == "param" else None
             if at is None:
                 return opaque
             at += width // 8 * register_names(ops[0]).index(register)  # ld.param.v2.u16 {%rs1, %rs2}
             self.param_widths.setdefault(at, (width, signed))
             return Value.factor(("param", at))
         if isinstance(ops[0], Vec):  # a split: mov.b64 {%r1, %r2}, %rd1
-            if base != "mov" or len(ops) != 2:
+            if code.base != "mov" or len(ops) != 2:
                 return opaque
             names = register_names(ops[0])
-            part = 64 // len(names) if op.endswith("64") else 32 // len(names)
+            part = 64 // len(names) if code.bits == 64 else 32 // len(names)
             whole = self.value(ops[1], stmt)
             shifted = shift_right(whole, part * names.index(register), 64, self.ranges, False)
             if shifted is None:
@@ -150,13 +150,16 @@ class SymbolicValues:
             masked = bitwise("and", shifted, Value.const((1 << part) - 1), 64, self.ranges)
             return opaque if masked is None else masked
         args = [self.value(o, stmt) if not isinstance(o, Vec) else None for o in ops[1:]]
-        v = self._arith(base, op, ops, args, width, signed, stmt)
+        v = self._arith(code, ops, args, width, signed, stmt)
         return opaque if v is None else v
 
-    def _arith(self, base: str, op: str, ops: tuple, args: list, width: int, signed: bool, stmt: int) -> Value | None:
+    def _arith(self, code: Opcode, ops: tuple, args: list, width: int, signed: bool, stmt: int) -> Value | None:
+        """The value an arithmetic or data-movement statement computes, by its family's rule
+        (`_SYMBOLIC`), or None where no rule sees through it."""
         r = self.ranges
-        n = len(args)
-        if base in ("mov", "cvta", "cvt") and n == 1:
+        if code.base in ("mov", "cvta", "cvt"):
+            if len(args) != 1:
+                return None
             if isinstance(ops[1], Vec):  # a join: mov.b32 %r, {%rs1, %rs2}
                 parts = [self.value(x, stmt) for x in ops[1].items]
                 bits = width // len(parts)
@@ -166,55 +169,13 @@ class SymbolicValues:
                         return None
                     out = out.plus(p.scaled(1 << (bits * i)))
                 return out
-            if base == "cvt":
-                return _integer_conversion(op, args[0], r)
+            if code.base == "cvt":
+                return _integer_conversion(code, args[0], r)
             return args[0]
-        if None in args:
+        arity, rule = _SYMBOLIC.get(code.family.name, (None, None))
+        if len(args) != arity or None in args:
             return None
-        if base == "add" and n == 2:
-            return args[0].plus(args[1])
-        if base == "sub" and n == 2:
-            return args[0].plus(args[1], -1)
-        if base == "neg" and n == 1:
-            return args[0].scaled(-1)
-        if base in ("mul", "mul24") and n == 2 and ".hi" not in op:
-            return args[0].times(args[1])
-        if base in ("mad", "mad24") and n == 3 and ".hi" not in op:
-            p = args[0].times(args[1])
-            return None if p is None else p.plus(args[2])
-        if base in ("shl", "shr") and n == 2 and args[1].lane_only:
-            # the shift amount is an unsigned 32-bit value; past the width the result is all shifted out
-            k = cmap(lambda k: min(k & 0xFFFFFFFF, width), args[1].constant)
-            if base == "shl":
-                return args[0].scaled(cmap(lambda k: 1 << k if k < width else 0, k))
-            return shift_right(args[0], k, width, r, signed)
-        if base in ("and", "or", "xor") and n == 2:
-            return bitwise(base, args[0], args[1], width, r)
-        if base == "not" and n == 1:
-            return args[0].scaled(-1).plus(Value.const(-1))
-        if base == "bfi" and n == 4 and args[2].lane_only and args[3].lane_only:
-            pos, length = args[2].constant, args[3].constant
-            if isinstance(pos, int) and isinstance(length, int):
-                return bit_field_insert(args[0], args[1], pos & 0xFF, length & 0xFF, width, r)
-        if base == "bfe" and n == 3 and args[1].lane_only and args[2].lane_only:
-            pos, length = args[1].constant, args[2].constant
-            if isinstance(pos, int) and isinstance(length, int):
-                return bit_field_extract(args[0], pos & 0xFF, length & 0xFF, width, r, signed)
-        if base == "prmt" and n == 3 and op in ("prmt.b32",) and args[2].lane_only:
-            sel = args[2].constant
-            if isinstance(sel, int):
-                return permute(args[0], args[1], sel & 0xFFFF, r)
-        if base in ("min", "max") and n == 2:
-            if args[0].lane_only and args[1].lane_only:
-                f = min if base == "min" else max
-                return Value.const(cmap(f, args[0].constant, args[1].constant))
-            (alo, ahi), (blo, bhi) = r.interval(args[0]), r.interval(args[1])
-            first = ahi <= blo if base == "min" else alo >= bhi
-            second = bhi <= alo if base == "min" else blo >= ahi
-            return args[0] if first else args[1] if second else None
-        if base == "selp" and n == 3 and args[0] == args[1]:
-            return args[0]
-        return None
+        return rule(code, args, width, signed, r)
 
     def induction(self, register: str, reach: tuple) -> InductionVariable | None:
         """The induction variable a merge of definitions is: one write inside a loop, on every
@@ -278,7 +239,7 @@ class SymbolicValues:
         while b is not None:
             branch = cfg.blocks[b].last
             s = self.statements[branch - 1]
-            if s.opcode.startswith("bra") and s.guard is not None:
+            if s.code.base == "bra" and s.guard is not None:
                 found = self._sides(b, branch, reach, blocks)
                 if found is not None:
                     when_taken, when_not = found
@@ -328,12 +289,11 @@ class SymbolicValues:
 _INT = re.compile(r"[bsu](8|16|32|64)$")
 
 
-def _integer_conversion(op: str, v: Value, ranges: Ranges) -> Value | None:
+def _integer_conversion(code: Opcode, v: Value, ranges: Ranges) -> Value | None:
     """cvt between integer types: a widening keeps the value; a narrowing keeps it when it fits,
     and is computed lane by lane for a lane-only value (floats, rounding, saturation: None)."""
-    parts = op.split(".")[1:]
-    types = [p for p in parts if _INT.match(p) or p[:1] in "fe" and p[1:].isdigit()]
-    if len(types) != 2 or not all(_INT.match(t) for t in types) or "sat" in parts:
+    types = [t for t in code.types if _INT.match(t) or t[:1] in "fe" and t[1:].isdigit()]
+    if len(types) != 2 or not all(_INT.match(t) for t in types) or "sat" in code.mods:
         return None
     dst, src = types
     bits = int(dst[1:])
@@ -359,3 +319,68 @@ def _tid_x(block: tuple | None) -> Value:
     if block is not None and block[0] == 32:
         return _LANE
     return _LANE.plus(Value.factor(("sreg", "tid.x>>5")).scaled(32))
+
+
+def _shift(code: Opcode, args: list, width: int, signed: bool, r: Ranges) -> Value | None:
+    if not args[1].lane_only:
+        return None
+    # the shift amount is an unsigned 32-bit value; past the width the result is all shifted out
+    k = cmap(lambda k: min(k & 0xFFFFFFFF, width), args[1].constant)
+    if code.base == "shl":
+        return args[0].scaled(cmap(lambda k: 1 << k if k < width else 0, k))
+    return shift_right(args[0], k, width, r, signed)
+
+
+def _bit_field(code: Opcode, args: list, width: int, signed: bool, r: Ranges) -> Value | None:
+    """bfi f, a, b, pos, len and bfe d, a, pos, len with constant positions and lengths."""
+    pos, length = args[-2], args[-1]
+    if not (pos.lane_only and length.lane_only and isinstance(pos.constant, int)
+            and isinstance(length.constant, int)):
+        return None
+    pos, length = pos.constant & 0xFF, length.constant & 0xFF
+    if code.base == "bfi":
+        return bit_field_insert(args[0], args[1], pos, length, width, r)
+    return bit_field_extract(args[0], pos, length, width, r, signed)
+
+
+def _permute(code: Opcode, args: list, width: int, signed: bool, r: Ranges) -> Value | None:
+    sel = args[2].constant
+    if code.mods != ("b32",) or not args[2].lane_only or not isinstance(sel, int):
+        return None
+    return permute(args[0], args[1], sel & 0xFFFF, r)
+
+
+def _min_max(code: Opcode, args: list, width: int, signed: bool, r: Ranges) -> Value | None:
+    minimum = code.base == "min"
+    if args[0].lane_only and args[1].lane_only:
+        return Value.const(cmap(min if minimum else max, args[0].constant, args[1].constant))
+    (alo, ahi), (blo, bhi) = r.interval(args[0]), r.interval(args[1])
+    first = ahi <= blo if minimum else alo >= bhi
+    second = bhi <= alo if minimum else blo >= ahi
+    return args[0] if first else args[1] if second else None
+
+
+def _multiply_add(code: Opcode, args: list, width: int, signed: bool, r: Ranges) -> Value | None:
+    if "hi" in code.mods:
+        return None
+    p = args[0].times(args[1])
+    return p if p is None or len(args) == 2 else p.plus(args[2])
+
+
+# What each family of integer arithmetic computes on symbolic values, by `Dataflow._arith`: family
+# -> (its operand count, rule(code, args, width, signed, ranges) -> Value, None where it cannot tell)
+_SYMBOLIC = by_family({
+    "add": (2, lambda code, a, width, signed, r: a[0].plus(a[1])),
+    "sub": (2, lambda code, a, width, signed, r: a[0].plus(a[1], -1)),
+    "neg": (1, lambda code, a, width, signed, r: a[0].scaled(-1)),
+    "not": (1, lambda code, a, width, signed, r: a[0].scaled(-1).plus(Value.const(-1))),
+    "mul": (2, _multiply_add), "mul24": (2, _multiply_add), "mad": (3, _multiply_add), "mad24": (3, _multiply_add),
+    "shl": (2, _shift), "shr": (2, _shift),
+    **{family: (2, lambda code, a, width, signed, r: bitwise(code.base, a[0], a[1], width, r))
+       for family in ("and", "or", "xor")},
+    "bfi": (4, _bit_field), "bfe": (3, _bit_field),
+    "prmt": (3, _permute),
+    "min": (2, _min_max), "max": (2, _min_max),
+    "selp": (3, lambda code, a, width, signed, r: a[0] if a[0] == a[1] else None),
+})
+

@@ -10,12 +10,11 @@ loaded value, bounds from a parameter) leaves the count unknown (null).
 
 from __future__ import annotations
 
-import re
-
 from rr.ptx.model import Reg
 
 MAX_TRIPS = 1 << 16
-_SETP = re.compile(r"setp\.(eq|ne|lt|le|gt|ge|lo|ls|hi|hs)\.([bsu])(8|16|32|64)$")
+_ORDERS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})  # setp's integer comparisons
+_INTEGERS = frozenset(f"{k}{n}" for k in "bsu" for n in (8, 16, 32, 64))
 
 
 def induction_variables(flow, loop) -> list:
@@ -86,7 +85,7 @@ def _exit_test(flow, loop, block: int):
     """(the trip at which the loop leaves from `block`, the register compared) or None."""
     last = flow.cfg.blocks[block].last
     s = flow.statements[last - 1]
-    if not s.opcode.startswith("bra") or s.guard is None:
+    if s.code.base != "bra" or s.guard is None:
         return None
     negated = s.guard.startswith("!")
     pred = s.guard.lstrip("!")
@@ -100,11 +99,13 @@ def _exit_test(flow, loop, block: int):
     if d is None:
         return None
     setp = flow.statements[d - 1]
-    m = _SETP.match(setp.opcode)
+    code = setp.code
     ops = flow.operands(d)
-    if m is None or len(ops) != 3:
+    # setp.cmp.type with an integer comparison and type, and nothing else
+    if code.base != "setp" or code.mods != (code.compare, code.type) or code.compare not in _ORDERS \
+            or code.type not in _INTEGERS or len(ops) != 3:
         return None
-    cmp, kind, bits = m.group(1), m.group(2), int(m.group(3))
+    cmp, kind, bits = code.compare, code.type[0], code.bits
     x, y = (flow.values.value(o, d) for o in ops[1:])
     cases = _assignments(flow, [x, y], loop.number)
     if cases is None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import re
 from dataclasses import dataclass
 
 from rr.describe.evaluation import SymbolicValues
@@ -15,6 +14,7 @@ from rr.describe.kernel import Kernel
 from rr.describe.sources import base_text
 from rr.describe.values import LANES, Value, lane_text, lanes
 from rr.ptx.model import Addr, Vec
+from rr.ptx.opcodes import Opcode
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,8 @@ class Accesses:
         self.statements, self.operands = kernel.statements, kernel.operands
         self.values = values
         self._accesses: dict[int, Access | None] = {}
-        self.barriers = [s.stmt for s in self.statements
-                         if s.opcode.startswith(("bar.sync", "barrier.sync", "bar.cta.sync"))]
-        self.shared_stores = [s.stmt for s in self.statements if s.opcode.startswith("st.shared")]
+        self.barriers = [s.stmt for s in self.statements if _block_barrier(s.code)]
+        self.shared_stores = [s.stmt for s in self.statements if s.code.base == "st" and s.code.space == "shared"]
 
     def access(self, stmt: int) -> Access | None:
         if stmt not in self._accesses:
@@ -96,8 +95,8 @@ class Accesses:
         addr = next((o for o in ops if isinstance(o, Addr)), None)
         if addr is None:
             return None
-        parts = s.opcode.split(".")
-        space = next((p for p in parts[1:] if p in _SPACES), "generic")
+        code = s.code
+        space = code.space or "generic"
         if addr.base is None:
             v = Value.const(addr.offset)
         else:
@@ -115,9 +114,9 @@ class Accesses:
         const = lanes(terms.pop((), 0))
         offset = const[0]
         lane_bytes = tuple(x - offset for x in const) if const.count(offset) < LANES else None
-        data = ops[0] if parts[0] in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
+        data = ops[0] if code.base in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
         return Access(stmt, space, base, offset, lane_bytes, tuple(sorted(terms.items())),
-                      _bytes(s.opcode, data))
+                      _bytes(code, data))
 
     def store_epoch(self, load: int) -> list[int]:
         """The shared stores a shared load at statement `load` reads: those after the last barrier
@@ -131,14 +130,12 @@ class Accesses:
         return []
 
 
-_SPACES = ("global", "shared", "param", "const", "local", "tex")
+def _bytes(code: Opcode, data) -> int:
+    """Bytes an access moves per lane: its type's (4 when it names none) times the vector's."""
+    bits = code.bits
+    return (bits // 8 if bits and bits >= 8 else 4) * (len(data.items) if isinstance(data, Vec) else 1)
 
 
-def _bytes(opcode: str, data) -> int:
-    return _type_bytes(opcode) * (len(data.items) if isinstance(data, Vec) else 1)
-
-
-@functools.lru_cache(maxsize=1024)
-def _type_bytes(opcode: str) -> int:
-    """Bytes of one element of an access by the opcode's last suffix (4 when it names no width)."""
-    return {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}.get(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]), 4)
+def _block_barrier(code: Opcode) -> bool:
+    """A barrier that the block's threads wait at (`bar.sync`, `barrier.sync`, `bar.cta.sync`)."""
+    return code.family.name in ("bar", "barrier") and "sync" in code.mods and "warp" not in code.mods

@@ -26,24 +26,26 @@ from dataclasses import dataclass, field
 
 from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec, register_names
+from rr.ptx.opcodes import Opcode, by_family
 from rr.ptx.statements import operands as statement_operands
 
-MMA_PREFIXES = ("mma.", "wmma.mma", "wgmma.mma_async")
+MMA_FAMILIES = by_family(frozenset({"mma", "mma.sp", "mma.block_scale", "mma.sp.block_scale", "wmma.mma",
+                                    "wgmma.mma_async"}))
 GROUPINGS = ("run", "gemm")
-_SHAPE = re.compile(r"\.m(\d+)n(\d+)k(\d+)\b")
 
 
-def is_mma(opcode: str) -> bool:
-    return opcode.startswith(MMA_PREFIXES)
+def is_mma(code: Opcode) -> bool:
+    """A matrix multiply: `mma`, `wmma.mma` or `wgmma.mma_async`."""
+    return code.family.name in MMA_FAMILIES
 
 
-def mma_operands(opcode: str, ops: tuple) -> tuple | None:
+def mma_operands(code: Opcode, ops: tuple) -> tuple | None:
     """(D, A, B, C) register-name tuples of a matrix-multiply statement; C is None when the
     instruction does not read an accumulator (wgmma with scale-d 0). None when malformed."""
     if len(ops) < 4 or not all(isinstance(o, (Vec, Reg)) for o in ops[:3]):
         return None
     d, a, b = (register_names(o) for o in ops[:3])
-    if opcode.startswith("wgmma"):
+    if code.base == "wgmma":
         scale_d = ops[3]
         c = None if isinstance(scale_d, Imm) and scale_d.value == 0 else d  # accumulates in place
         return d, a, b, c
@@ -63,20 +65,17 @@ def statement_fragments(s: Statement, operands=statement_operands) -> tuple | No
     statement is given to the typed operand parser (`operands(s)`), which gives the same names
     for the plain form at a few times the cost (1 740 mma on dec5: 0.03 s, a twentieth of its `rr spec`)."""
     text, opcode = s.text, s.opcode
-    if s.names is None and text.startswith(opcode) and "/" not in text and not opcode.startswith("wgmma"):
+    if s.names is None and text.startswith(opcode) and "/" not in text and s.code.base != "wgmma":
         m = _FOUR_VECTORS.fullmatch(text, len(opcode))
         if m is not None:
             found = tuple(tuple(r.strip() for r in group.split(",")) for group in m.groups())
             if all(_REGISTER.fullmatch(r) for regs in found for r in regs):
                 return found
-    return mma_operands(opcode, operands(s))
+    return mma_operands(s.code, operands(s))
 
 
-def tile_of(opcode: str) -> tuple:
-    shape = _SHAPE.search(opcode)
-    if shape:
-        return tuple(int(x) for x in shape.groups())
-    return (16, 8, 32)
+def tile_of(code: Opcode) -> tuple:
+    return code.shape or (16, 8, 32)
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def _geometry(a: int, b: int, lengths: list[int]) -> tuple:
 
 def _phase(index: int, mmas: list[Statement], first: int, last: int, fragments, runs: tuple = ()) -> Phase:
     opcode = mmas[0].opcode
-    tile = tile_of(opcode)
+    tile = tile_of(mmas[0].code)
     a_seen, b_seen = {}, {}
     chain_of_d: dict[tuple, int] = {}  # D registers -> chain index (the latest writer)
     lengths: list[int] = []
@@ -173,7 +172,7 @@ def mma_runs(statements: list[Statement]) -> list[list[Statement]]:
     """The maximal runs of consecutive matrix-multiply statements, in textual order."""
     runs, run = [], []
     for s in statements:
-        if is_mma(s.opcode):
+        if is_mma(s.code):
             run.append(s)
         elif run:
             runs.append(run)
@@ -208,9 +207,10 @@ def find_phases(statements: list[Statement], grouping: str = "run", cfg=None, fr
             for i, g in enumerate(groups, start=1)]
 
 
-_SIDE_EFFECTS = ("st.", "red.", "atom.", "bar.", "barrier.", "bra", "brx", "call", "ret", "exit", "trap",
-                 "membar", "fence", "sust.", "suld.", "tex.", "shfl.", "vote.", "cp.", "wgmma.fence",
-                 "wgmma.commit", "wgmma.wait", "mbarrier", "stmatrix", "match.", "redux.", "activemask")
+_SIDE_EFFECTS = by_family(frozenset({
+    "st", "red", "atom", "bar", "bar.red", "barrier", "barrier.red", "bra", "brx", "call", "ret", "exit", "trap",
+    "membar", "fence", "sust", "suld", "tex", "shfl", "shfl.sync", "vote", "cp", "wgmma.fence", "wgmma.commit_group",
+    "wgmma.wait_group", "mbarrier", "stmatrix", "match", "redux", "activemask"}))
 
 
 def _feeds_later_mma(statements: list[Statement], group: list[list[Statement]], run: list[Statement], cfg) -> bool:
@@ -221,22 +221,23 @@ def _feeds_later_mma(statements: list[Statement], group: list[list[Statement]], 
         return False
     accumulators = {d for r in group for s in r for d in s.defs}
     for s in gap:
-        if s.opcode.startswith(_SIDE_EFFECTS) or accumulators.intersection(s.uses) or not _operand_work(s.opcode):
+        if s.code.family.name in _SIDE_EFFECTS or accumulators.intersection(s.uses) or not _operand_work(s.code):
             return False
     # every value the gap computes flows into a later mma (directly or through other statements)
     return all(_feeds_mma(statements, lo + i, d) for i, s in enumerate(gap) for d in s.defs)
 
 
-_LOADS = ("ld.", "ldmatrix", "wmma.load", "ldu.")
-_FLOAT = re.compile(r"\.(?:f16|f32|f64|bf16|tf32|e4m3|e5m2|f16x2|bf16x2|e4m3x2|e5m2x2)\b")
+_LOADS = by_family(frozenset({"ld", "ldmatrix", "wmma.load", "ldu"}))
+_FLOATS = frozenset({"f16", "f32", "f64", "bf16", "tf32", "e4m3", "e5m2", "f16x2", "bf16x2", "e4m3x2", "e5m2x2"})
 
 
-def _operand_work(opcode: str) -> bool:
+def _operand_work(code: Opcode) -> bool:
     """A load, or integer and address arithmetic (what NVVM puts between a GEMM's mma) — not the
     float work of an epilogue (packs, activations, norms)."""
-    if opcode.startswith(_LOADS):
+    if code.family.name in _LOADS:
         return True
-    return not _FLOAT.search(opcode) and not opcode.startswith(("cvt.rn", "cvt.rz", "cvt.rm", "cvt.rp", "tex", "shfl"))
+    return (_FLOATS.isdisjoint(code.types) and not (code.base == "cvt" and code.rounding)
+            and code.base not in ("tex", "shfl"))
 
 
 def _feeds_mma(statements: list[Statement], stmt: int, register: str, horizon: int = 4096) -> bool:
@@ -244,7 +245,7 @@ def _feeds_mma(statements: list[Statement], stmt: int, register: str, horizon: i
     tainted = {register}
     for s in statements[stmt:stmt + horizon]:
         if tainted.intersection(s.uses):
-            if is_mma(s.opcode):
+            if is_mma(s.code):
                 return True
             tainted.update(s.defs)
         elif s.guard is None:

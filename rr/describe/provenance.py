@@ -22,7 +22,7 @@ import bisect
 from rr.describe.dataflow import Dataflow
 from rr.describe.memory import Access
 from rr.describe.operand_json import loop_json, operand_json
-from rr.describe.phases import MMA_PREFIXES, Epilogue, Phase
+from rr.describe.phases import Epilogue, Phase, is_mma
 from rr.describe.sources import Source, combine, most_common, sources_text
 from rr.ptx.model import Imm, Reg, Sym, Vec
 from rr.ptx.reaching import UNDEFINED
@@ -36,7 +36,7 @@ class Provenance:
         self.phase_of: dict[int, int] = {}  # an mma statement -> its phase
         for p in phases:
             for st in range(p.first_stmt, p.last_stmt + 1):
-                if flow.statements[st - 1].opcode.startswith(MMA_PREFIXES):
+                if is_mma(flow.statements[st - 1].code):
                     self.phase_of[st] = p.phase
         self.epilogues = _Epilogues(epilogues)
         self._memo: dict[tuple, Source] = {}
@@ -70,7 +70,7 @@ class Provenance:
                 continue
             d, a, b, c = ops
             for role, regs in (("A", a), ("B", b)):
-                if regs and len(regs) == 1 and flow.statements[stmt - 1].opcode.startswith("wgmma"):
+                if regs and len(regs) == 1 and flow.statements[stmt - 1].code.base == "wgmma":
                     sources[role].append(self.descriptor(regs[0], stmt))
                 elif regs:
                     sources[role].append(self.operand(regs, stmt))
@@ -114,7 +114,7 @@ class Provenance:
                     continue
                 seen.add(d)
                 s = flow.statements[d - 1]
-                if s.opcode.startswith("ld."):
+                if s.code.base == "ld":
                     continue
                 for o in flow.operands(d)[1:]:
                     if isinstance(o, Sym) and flow.symbols.get(o.name, ("",))[0] == "shared":
@@ -137,25 +137,25 @@ class Provenance:
     def _trace(self, reg: str, stmt: int, depth: int) -> Source:
         flow = self.flow
         s = flow.statements[stmt - 1]
-        op = s.opcode
+        code = s.code
         phase = self.phase_of.get(stmt)
         if phase is not None:
             return Source("D", phase=phase)
-        if op.startswith(("wmma.load", "ldmatrix")):  # a warp's fragment load: its layout is the instruction's
+        if code.family.name in ("wmma.load", "ldmatrix"):  # a warp's fragment load: its layout is the instruction's
             acc = flow.memory.access(stmt)
-            if acc is not None and acc.space == "shared" or op.startswith("ldmatrix"):
+            if acc is not None and acc.space == "shared" or code.base == "ldmatrix":
                 return Source("shared", [acc] if acc else [], stored=self._staged(stmt, acc, depth))
             return _loaded("weight", acc) if acc is not None else self._computed(stmt)
-        if op.startswith("ld."):
+        if code.base == "ld":
             acc = flow.memory.access(stmt)
-            if op.startswith("ld.shared") or (acc is not None and acc.space == "shared"):
+            if code.space == "shared" or (acc is not None and acc.space == "shared"):
                 return Source("shared", [acc] if acc else [], stored=self._staged(stmt, acc, depth))
             if acc is None:
                 return self._computed(stmt)
             if acc.space == "param":
                 return Source("input", [acc])
             return _loaded("weight" if acc.lane_linear else "table", acc)
-        mov = op.startswith("mov.")
+        mov = code.base == "mov"
         ops = flow.operands(stmt) if mov else ()  # only a mov's operands decide anything below
         if mov and not s.uses and len(ops) == 2 and isinstance(ops[1], Imm):
             return Source("zero") if ops[1].value == 0 else self._computed(stmt)
@@ -173,8 +173,8 @@ class Provenance:
             if merged.kind == "computed":
                 return merged
             return self._computed(stmt)
-        if op.startswith(("cvt.", "mov.", "movmatrix")):
-            transpose = op.startswith("movmatrix")
+        if code.base in ("cvt", "mov", "movmatrix"):
+            transpose = code.base == "movmatrix"
             phases = set()
             for inner in self._uses(stmt, depth):
                 if inner.kind in ("pack", "transpose", "D"):

@@ -18,6 +18,7 @@ from rr.describe.dataflow import Dataflow
 from rr.describe.memory import Base
 from rr.describe.phases import Epilogue
 from rr.ptx.model import Imm
+from rr.ptx.opcodes import Opcode, parse_opcode
 
 
 @dataclass
@@ -28,29 +29,26 @@ class EpilogueSummary:
     name: str = ""
 
 
+# the traffic of a load or store by its state space ("global loads" to be told apart by the address)
+_TRAFFIC = {("ld", "shared"): "shared loads", ("st", "shared"): "shared stores", ("st", "global"): "global stores",
+            ("ld", "global"): "global loads"}
+
+
 @functools.lru_cache(maxsize=None)
-def _opcode_traffic(opcode: str) -> str | None:
-    """The kind of traffic an opcode makes ("global loads" to be told apart by the address); a
-    memo, as a kernel repeats a few dozen opcodes over thousands of statements."""
-    if opcode.startswith("tex."):
+def _opcode_traffic(code: Opcode) -> str | None:
+    """The kind of traffic an opcode makes; a memo, as a kernel repeats a few dozen opcodes over
+    thousands of statements."""
+    if code.base == "tex":
         return "texture reads"
-    if opcode.startswith("sust."):
+    if code.base == "sust":
         return "surface writes"
-    if opcode.startswith(("bar.", "barrier.")):
+    if code.base in ("bar", "barrier"):
         return "barriers"
-    if opcode.startswith("ld.shared"):
-        return "shared loads"
-    if opcode.startswith("st.shared"):
-        return "shared stores"
-    if opcode.startswith("st.global") or opcode.startswith("st.weak.global"):
-        return "global stores"
-    if opcode.startswith(("ld.global", "ld.weak.global", "ld.volatile.global")):
-        return "global loads"
-    return None
+    return _TRAFFIC.get((code.base, code.space))
 
 
-def _traffic_kind(flow: Dataflow, stmt: int, opcode: str, weights: Base | None) -> str | None:
-    kind = _opcode_traffic(opcode)
+def _traffic_kind(flow: Dataflow, stmt: int, code: Opcode, weights: Base | None) -> str | None:
+    kind = _opcode_traffic(code)
     if kind == "global loads":
         acc = flow.memory.access(stmt)
         if weights is not None and acc is not None and acc.base is not None and acc.base != weights:
@@ -70,15 +68,15 @@ def summarise_epilogue(flow: Dataflow, e: Epilogue, weights: Base | None = None)
     traffic: Counter = Counter()
     for stmt in range(e.first_stmt, e.last_stmt + 1):
         s = flow.statements[stmt - 1]
-        kind = _traffic_kind(flow, stmt, s.opcode, weights)
+        kind = _traffic_kind(flow, stmt, s.code, weights)
         if kind:
             traffic[kind] += 1
         ops = None
-        if s.opcode.startswith("shfl."):
+        if s.code.base == "shfl":
             ops = flow.operands(stmt)
             delta = flow.values.value(ops[2], stmt) if len(ops) > 2 else None
             uniform = delta is not None and delta.lane_only and isinstance(delta.constant, int)
-            out.reductions.append({"stmt": stmt, "kind": s.opcode.split(".")[2] if s.opcode.count(".") > 1 else "?",
+            out.reductions.append({"stmt": stmt, "kind": s.code.mods[1] if len(s.code.mods) > 1 else "?",
                                    "delta": delta.constant if uniform else None})
         if s.opcode in ("mov.f32", "mov.f64"):
             ops = ops or flow.operands(stmt)
@@ -104,23 +102,25 @@ def _f16(value: float) -> tuple[float, int]:
 
 def _name(ops: dict, summary: EpilogueSummary) -> str:
     """A short description from the epilogue's contents, most distinctive parts first."""
-    has = lambda *prefixes: any(op.startswith(prefixes) for op in ops)  # noqa: E731
+    codes = [parse_opcode(op) for op in ops]
+    has = lambda *bases: any(c.base in bases for c in codes)  # noqa: E731
     t = summary.traffic
     parts = []
     if t.get("texture reads"):
         parts.append("texture gather")
-    if has("rsqrt."):
+    if has("rsqrt"):
         parts.append("RMS norm")
     row_sums = any(r["kind"] == "bfly" for r in summary.reductions)
-    if has("ex2."):
+    if has("ex2"):
         parts.append("softmax")
-    elif has("rcp.") and row_sums and has("min.", "max."):
+    elif has("rcp") and row_sums and has("min", "max"):
         parts.append("cubic-exponent softmax")  # enc0/enc2 E7: no ex2, no row max
-    elif has("min.", "max.") and has("fma.", "mul.") and not has("rsqrt."):
+    elif has("min", "max") and has("fma", "mul") and not has("rsqrt"):
         parts.append("clamped cubic")
-    if has("movmatrix."):
+    if has("movmatrix"):
         parts.append("transpose")
-    if has("cvt.rn.satfinite.e4m3x2", "cvt.rn.satfinite.e5m2x2"):
+    if any(c.base == "cvt" and c.mods[:2] == ("rn", "satfinite") and c.mods[2:3] in (("e4m3x2",), ("e5m2x2",))
+           for c in codes):  # the fp8 packs, cvt.rn.satfinite.{e4m3x2,e5m2x2}.…
         parts.append("packs")
     if t.get("shared stores") or t.get("shared loads"):
         parts.append("shared staging")
@@ -159,19 +159,18 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
     """Every parameter offset the entry reads, and what it does with each."""
     uses: dict[int, ParamUse] = {}
     for s in flow.statements:
-        if not s.opcode.startswith("ld.param") or not s.defs:
+        if s.code.base != "ld" or s.code.space != "param" or not s.defs:
             continue
         offset = flow.values.param_address(s.stmt)
         if offset is None:
             continue
-        bits = int("".join(ch for ch in s.opcode.rsplit(".", 1)[-1] if ch.isdigit()) or 32)
+        bits = s.code.bits or 32
         pointer = len(s.defs) == 1 and bits == 64
         u = uses.setdefault(offset, ParamUse(offset, bits // 8 * len(s.defs), "pointer" if pointer else "scalar"))
         u.stmts.append(s.stmt)
     for s in flow.statements:
-        op = s.opcode
-        if (not op.startswith(("ld.", "st.", "atom.", "red.", "tex.", "sust.", "suld."))
-                or op.startswith(("ld.param", "st.param"))):
+        op = s.code.base
+        if op not in ("ld", "st", "atom", "red", "tex", "sust", "suld") or op in ("ld", "st") and s.code.space == "param":
             continue
         acc = flow.memory.access(s.stmt)
         base = acc.base if acc is not None else None
@@ -180,15 +179,15 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         u = uses.get(base.offset)
         if u is None:
             continue
-        if op.startswith("tex."):
+        if op == "tex":
             u.sampled = True
-        elif op.startswith(("sust.", "suld.")):
+        elif op in ("sust", "suld"):
             u.surface = True
-            u.written |= op.startswith("sust.")
-            u.read |= op.startswith("suld.")
-        elif op.startswith(("st.", "red.", "atom.")):
+            u.written |= op == "sust"
+            u.read |= op == "suld"
+        elif op in ("st", "red", "atom"):
             u.written = True
-            u.read |= op.startswith("atom.")  # an atomic returns what it found
+            u.read |= op == "atom"  # an atomic returns what it found
         else:
             u.read = True
             if all(f == (("sreg", "tid.z"),) for f, _ in acc.terms):

@@ -100,7 +100,7 @@ def successors(function: Function, statements: list, labels: dict[str, int] | No
     n = len(statements)
     out: list[list[int]] = []
     for s in statements:
-        base = s.opcode.split(".", 1)[0]
+        base = s.code.base
         if base not in _TRANSFERS:
             out.append([s.stmt + 1])  # most statements: on to the next (the last one to the exit)
             continue

@@ -1,11 +1,11 @@
-"""Which registers an instruction defines and which it reads, per opcode family.
+"""Which registers an instruction defines and which it reads, by its family's def/use rule.
 
 The rule of PTX is "destination first": the first operand is written, the rest are read. The
-exceptions are what this module knows: instructions whose first operand is an address (stores,
-`sust`, `red`, `cp.async`, …) write no register; control and synchronisation instructions write
-none; `wgmma.mma_async` reads its accumulator as well as writing it; `call` writes the registers of
-its return list (its first, parenthesised operand). A guard predicate is a use. Special registers
-(`%tid.x`, `%laneid`) are neither.
+opcode table (`rr.ptx.opcodes`, `Defs`) has the exceptions: stores, control and synchronisation
+instructions write no register; `wgmma.mma_async` reads its accumulator as well as writing it;
+`call` writes the registers of its return list (its first, parenthesised operand). Whatever the
+family, a first operand that is an address (`st`, `sust`, `red`, `cp.async`, …) is read, not
+written. A guard predicate is a use. Special registers (`%tid.x`, `%laneid`) are neither.
 
 This runs on every statement of every kernel, so it works on the instruction text with a few
 compiled regular expressions instead of walking the typed operands; `tests/test_linearise.py`
@@ -16,14 +16,8 @@ from __future__ import annotations
 
 import re
 
-from rr.ptx.model import SPECIAL_REGISTERS
-
-# Opcode bases (text before the first '.') that never write a register operand.
-_NO_DEF = frozenset({
-    "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap", "nanosleep",
-    "pmevent", "setmaxnreg", "griddepcontrol", "st", "sust", "sured", "red", "prefetch",
-    "prefetchu", "stmatrix", "discard", "applypriority", "cp", "multimem", "brkpt",
-})
+from rr.ptx.opcodes import parse_opcode
+from rr.ptx.operands import SPECIAL_REGISTERS
 
 # guard, opcode, first operand, the rest (up to the closing ';').
 _SHAPE = re.compile(
@@ -39,20 +33,12 @@ _SPECIAL = SPECIAL_REGISTERS
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
-def rule(opcode: str, _memo: dict = {}) -> tuple[bool, bool]:  # noqa: B006 — a memo of a pure function
-    """(writes its first operand, also reads it) for an opcode, by its family."""
-    rule = _memo.get(opcode)
-    if rule is None:
-        base = opcode.partition(".")[0]
-        rule = _memo[opcode] = (base not in _NO_DEF, base == "wgmma")
-    return rule
-
-
 def head(guard: str | None, opcode: str, dest: str | None) -> tuple:
     """(guard, opcode, written, reads_written): how many of the registers in the first operand the
     instruction writes (all, or none when that operand is an address or the opcode writes no
     register), and whether it also reads them (wgmma's accumulator)."""
-    writes, reads_written = rule(opcode)
+    code = parse_opcode(opcode)
+    writes, reads_written = code.writes, code.accumulates
     if not writes or not dest or dest[0] == "[":
         return guard, opcode, 0, False
     return guard, opcode, dest.count("%"), reads_written
@@ -122,7 +108,8 @@ def scoped_defs_uses(guard: str | None, opcode: str, dest: str | None, text: str
         if not found or found[0] != name:
             found.insert(0, name)  # a guard is a predicate register, declared or not
         guard = ("!" if negated else "") + get(name, name)
-    writes, reads_written = rule(opcode)
+    code = parse_opcode(opcode)
+    writes, reads_written = code.writes, code.accumulates
     if not writes or not dest or dest[0] == "[":
         written = 0
     elif (dest[0] == "%" and "|" not in dest) or dest in names:

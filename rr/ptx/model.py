@@ -3,194 +3,38 @@
 Every node keeps the exact source text it was parsed from (`text`) and the whitespace and comments
 in front of it (`lead`), so emitting a parsed module reproduces the file byte for byte. A node built
 in code (by a template or the synthetic engine) has no source text and is rendered from its fields.
+
+The tree sits above the operands (`rr.ptx.operands`: their types, defined there with the parser of
+one instruction's text, are named from here too) and the opcode table (`rr.ptx.opcodes`), and
+below everything that reads bodies: the scan of a large body (`rr.ptx.scan`) builds its nodes
+when asked (`Function.body`), and the scopes (`rr.ptx.scopes`) name the registers of built ones.
 """
 
 from __future__ import annotations
 
-import struct
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
-
-# --------------------------------------------------------------------------------------------------
-# Operands
-# --------------------------------------------------------------------------------------------------
-
-# Read-only special registers, by the name before any '.' (%tid.x is %tid): they are not virtual
-# registers, so they are never defined and are left out of def/use sets.
-SPECIAL_REGISTERS = frozenset(
-    """%tid %ntid %laneid %warpid %nwarpid %ctaid %nctaid %smid %nsmid %gridid %lanemask_eq
-    %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer
-    %globaltimer_lo %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size
-    %is_explicit_cluster %clusterid %nclusterid %cluster_ctaid %cluster_nctaid %cluster_ctarank
-    %cluster_nctarank %current_graph_exec %reserved_smem_offset_begin %reserved_smem_offset_end
-    %reserved_smem_offset_cap %reserved_smem_offset_0 %reserved_smem_offset_1""".split()
-    + [f"%envreg{i}" for i in range(32)] + [f"%pm{i}" for i in range(8)] + [f"%pm{i}_64" for i in range(8)]
+from rr.ptx.opcodes import Opcode, parse_opcode
+from rr.ptx.operands import (  # noqa: F401 — the operands are part of the tree: rr imports them from here
+    SPECIAL_REGISTERS,
+    Addr,
+    Imm,
+    Offset,
+    Operand,
+    Pair,
+    Plist,
+    Reg,
+    Sink,
+    Sym,
+    Vec,
+    is_special_register,
+    parse_instruction,
+    register_names,
+    registers_in,
 )
-
-
-# their first three characters: most names (`%r12`, `%rd3`, `%f7`) are told apart by these alone
-_SPECIAL_HEADS = frozenset(name[:3] for name in SPECIAL_REGISTERS)
-
-
-def is_special_register(name: str) -> bool:
-    return name[:3] in _SPECIAL_HEADS and name.split(".", 1)[0] in SPECIAL_REGISTERS
-
-
-@dataclass(frozen=True, slots=True)
-class Reg:
-    """A register operand, `%r12`, `%tid.z`, or a negated predicate `!%p3`."""
-
-    name: str
-    negated: bool = False
-
-    def __str__(self) -> str:
-        return ("!" if self.negated else "") + self.name
-
-    @property
-    def special(self) -> bool:
-        return is_special_register(self.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Imm:
-    """An immediate as written: decimal, hex, binary, `0f…` (f32 bits) or `0d…` (f64 bits)."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def value(self) -> int | float:
-        t = self.text.rstrip("Uu")
-        if t[:2] in ("0f", "0F"):
-            return struct.unpack("<f", int(t[2:], 16).to_bytes(4, "little"))[0]
-        if t[:2] in ("0d", "0D"):
-            return struct.unpack("<d", int(t[2:], 16).to_bytes(8, "little"))[0]
-        if len(t) > 1 and t[0] == "0" and t.isdigit():
-            return int(t, 8)  # PTX octal, as in C
-        try:
-            return int(t, 0)
-        except ValueError:
-            pass
-        try:
-            return float(t)
-        except ValueError:
-            from rr.ptx.operands import eval_constant
-
-            return eval_constant(self.text)  # a constant expression
-
-
-@dataclass(frozen=True, slots=True)
-class Sym:
-    """A symbol: a parameter, global, label or function name, or `WARP_SZ`."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True, slots=True)
-class Offset:
-    """A symbol or register plus a constant, outside brackets: `mov.u64 %rd1, arr+16;` (the
-    address of `arr` plus 16 bytes), or `st.u64 [x], temp+1;` (the value of `temp` plus 1), both
-    of which ptxas accepts. ptxas takes only '+': a negative offset is spelt `arr+-4`."""
-
-    base: "Reg | Sym"
-    offset: int
-
-    def __str__(self) -> str:
-        return f"{self.base}+{self.offset}"
-
-
-@dataclass(frozen=True, slots=True)
-class Sink:
-    """The `_` operand (a result that is discarded)."""
-
-    def __str__(self) -> str:
-        return "_"
-
-
-@dataclass(frozen=True, slots=True)
-class Vec:
-    """A vector operand `{a, b, c, d}`."""
-
-    items: tuple
-
-    def __str__(self) -> str:
-        return "{" + ", ".join(map(str, self.items)) + "}"
-
-
-@dataclass(frozen=True, slots=True)
-class Pair:
-    """Two destinations written `d|p` (setp, shfl.sync, tex with a predicate)."""
-
-    first: "Operand"
-    second: "Operand"
-
-    def __str__(self) -> str:
-        return f"{self.first}|{self.second}"
-
-
-@dataclass(frozen=True, slots=True)
-class Addr:
-    """An address `[base+offset]`; `extra` holds what follows a comma (tex/sust coordinates)."""
-
-    base: "Reg | Sym | None"
-    offset: int = 0
-    extra: tuple = ()
-
-    def __str__(self) -> str:
-        if self.base is None:
-            inner = str(self.offset)
-        elif self.offset:
-            inner = f"{self.base}+{self.offset}"
-        else:
-            inner = str(self.base)
-        if self.extra:
-            inner += ", " + ", ".join(map(str, self.extra))
-        return f"[{inner}]"
-
-
-@dataclass(frozen=True, slots=True)
-class Plist:
-    """A parenthesised list, as in `call (retval0), f, (param0, param1)`."""
-
-    items: tuple
-
-    def __str__(self) -> str:
-        return "(" + ", ".join(map(str, self.items)) + ")"
-
-
-Operand = Union[Reg, Imm, Sym, Offset, Sink, Vec, Pair, Addr, Plist]
-
-
-def register_names(op: Operand) -> tuple:
-    """The names written in a vector operand (`{%r1, %r2}` → ('%r1', '%r2')), or the operand's own."""
-    return tuple(map(str, op.items)) if isinstance(op, Vec) else (str(op),)
-
-
-def registers_in(op: Operand) -> Iterator[Reg]:
-    """Every register mentioned in an operand, including address bases and vector elements, in
-    textual order. A work list, not recursion: an operand built in code may nest deeper than the
-    grammar allows."""
-    todo = [op]
-    while todo:
-        op = todo.pop()
-        if isinstance(op, Reg):
-            yield op
-        elif isinstance(op, (Vec, Plist)):
-            todo.extend(reversed(op.items))
-        elif isinstance(op, Pair):
-            todo += (op.second, op.first)
-        elif isinstance(op, Addr):
-            todo.extend(reversed(op.extra))
-            if isinstance(op.base, Reg):
-                yield op.base
-        elif isinstance(op, Offset) and isinstance(op.base, Reg):
-            yield op.base
 
 
 # --------------------------------------------------------------------------------------------------
@@ -225,8 +69,6 @@ class Instruction:
 
     def _parse(self) -> tuple:
         if self._parsed is None:
-            from rr.ptx.operands import parse_instruction
-
             self._parsed = parse_instruction(self.text, self.names)
         return self._parsed
 
@@ -241,6 +83,11 @@ class Instruction:
     @property
     def operands(self) -> tuple:
         return self._parse()[2]
+
+    @property
+    def code(self) -> Opcode:
+        """The opcode parsed (`rr.ptx.opcodes`): its family, modifiers and types."""
+        return parse_opcode(self._parse()[1])
 
     def render(self) -> str:
         if self.text is not None:
@@ -288,9 +135,38 @@ class Directive(_Verbatim):
         """For a `.reg` declaration: the register names it declares (`%r<3>` → %r0, %r1, %r2)."""
         if self.kind != "reg":
             return []
-        from rr.ptx.scopes import declared_names
-
         return declared_names(self.text)
+
+
+_REG_HEAD = re.compile(r"\s*\.reg\s+(?:\.v\d+\s+)?(?:\.align\s+\d+\s+)?\.\w+\s+")
+_REG_DECL = re.compile(r"\s*(%?[A-Za-z_$%][\w$]*)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*")
+
+
+@functools.lru_cache(maxsize=4096)
+def declared(text: str) -> tuple:
+    """(names, ranges) of one `.reg` declaration: `%r<3>` is the range ('%r', 3) = %r0…%r2."""
+    m = _REG_HEAD.match(text)
+    body = text[m.end():] if m else text
+    body = body.rstrip().rstrip(";")
+    names, ranges = [], []
+    for part in body.split(","):
+        d = _REG_DECL.fullmatch(part)
+        if d is None:
+            continue
+        if d.group(2) is not None:
+            ranges.append((d.group(1), int(d.group(2))))
+        else:
+            names.append(d.group(1))
+    return tuple(names), tuple(ranges)
+
+
+def declared_names(text: str) -> list[str]:
+    """Names declared by `.reg .b32 %r<3>, %x;` → ['%r0', '%r1', '%r2', '%x']."""
+    names, ranges = declared(text)
+    out = list(names)
+    for prefix, count in ranges:
+        out.extend(f"{prefix}{i}" for i in range(count))
+    return out
 
 
 @dataclass(slots=True, eq=False)
@@ -375,26 +251,22 @@ class Function:
     tail: str = ""  # trivia before the closing '}' (or before ';' of a prototype)
     line: int = 0
     last_line: int = 0
-    scan: object | None = None  # BodyScan, until the nodes are built
+    scan: object | None = None  # rr.ptx.scan.BodyScan, until its `materialise()` builds the nodes
     semicolon: bool = True  # a prototype may end without ';' where the next directive begins
 
     @property
     def body(self) -> list | None:
         if self.nodes is None and self.scan is not None:
-            from rr.ptx.scan import materialise
-
-            self.nodes, self.tail = materialise(self.scan)
+            self.nodes, self.tail = self.scan.materialise()
             self.scan = None
         return self.nodes
 
     @body.setter
     def body(self, items: list | None) -> None:
+        """The body's items, built (whoever builds them names their registers:
+        `rr.ptx.scopes.name_registers`)."""
         self.nodes = items
         self.scan = None
-        if items is not None:
-            from rr.ptx.scopes import name_registers
-
-            name_registers(items)
 
     @property
     def has_body(self) -> bool:

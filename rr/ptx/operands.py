@@ -1,4 +1,7 @@
-"""Parsing one instruction's text into guard, opcode and typed operands (see `model`).
+"""Operands: their types, and parsing one instruction's text into guard, opcode and typed operands.
+
+The syntax tree (`rr.ptx.model`) holds them; it names these types too, and parses an
+instruction's operands with `parse_instruction` on first access.
 
 Reg or Sym: a `%`-name is a register; a bare name is a register exactly when `.reg` declares it
 in the instruction's scope, which the caller passes as `names` (`rr.ptx.scopes` says how scopes
@@ -11,9 +14,191 @@ from __future__ import annotations
 
 import functools
 import re
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Union
 
 from rr.ptx.errors import ParseError
-from rr.ptx.model import Addr, Imm, Pair, Plist, Reg, Sink, Sym, Offset, Vec
+
+# --------------------------------------------------------------------------------------------------
+# Operands
+# --------------------------------------------------------------------------------------------------
+
+# Read-only special registers, by the name before any '.' (%tid.x is %tid): they are not virtual
+# registers, so they are never defined and are left out of def/use sets.
+SPECIAL_REGISTERS = frozenset(
+    """%tid %ntid %laneid %warpid %nwarpid %ctaid %nctaid %smid %nsmid %gridid %lanemask_eq
+    %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %clock %clock_hi %clock64 %globaltimer
+    %globaltimer_lo %globaltimer_hi %total_smem_size %dynamic_smem_size %aggr_smem_size
+    %is_explicit_cluster %clusterid %nclusterid %cluster_ctaid %cluster_nctaid %cluster_ctarank
+    %cluster_nctarank %current_graph_exec %reserved_smem_offset_begin %reserved_smem_offset_end
+    %reserved_smem_offset_cap %reserved_smem_offset_0 %reserved_smem_offset_1""".split()
+    + [f"%envreg{i}" for i in range(32)] + [f"%pm{i}" for i in range(8)] + [f"%pm{i}_64" for i in range(8)]
+)
+
+
+# their first three characters: most names (`%r12`, `%rd3`, `%f7`) are told apart by these alone
+_SPECIAL_HEADS = frozenset(name[:3] for name in SPECIAL_REGISTERS)
+
+
+def is_special_register(name: str) -> bool:
+    return name[:3] in _SPECIAL_HEADS and name.split(".", 1)[0] in SPECIAL_REGISTERS
+
+
+@dataclass(frozen=True, slots=True)
+class Reg:
+    """A register operand, `%r12`, `%tid.z`, or a negated predicate `!%p3`."""
+
+    name: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return ("!" if self.negated else "") + self.name
+
+    @property
+    def special(self) -> bool:
+        return is_special_register(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Imm:
+    """An immediate as written: decimal, hex, binary, `0f…` (f32 bits) or `0d…` (f64 bits)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def value(self) -> int | float:
+        t = self.text.rstrip("Uu")
+        if t[:2] in ("0f", "0F"):
+            return struct.unpack("<f", int(t[2:], 16).to_bytes(4, "little"))[0]
+        if t[:2] in ("0d", "0D"):
+            return struct.unpack("<d", int(t[2:], 16).to_bytes(8, "little"))[0]
+        if len(t) > 1 and t[0] == "0" and t.isdigit():
+            return int(t, 8)  # PTX octal, as in C
+        try:
+            return int(t, 0)
+        except ValueError:
+            pass
+        try:
+            return float(t)
+        except ValueError:
+            return eval_constant(self.text)  # a constant expression
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    """A symbol: a parameter, global, label or function name, or `WARP_SZ`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Offset:
+    """A symbol or register plus a constant, outside brackets: `mov.u64 %rd1, arr+16;` (the
+    address of `arr` plus 16 bytes), or `st.u64 [x], temp+1;` (the value of `temp` plus 1), both
+    of which ptxas accepts. ptxas takes only '+': a negative offset is spelt `arr+-4`."""
+
+    base: "Reg | Sym"
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.base}+{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """The `_` operand (a result that is discarded)."""
+
+    def __str__(self) -> str:
+        return "_"
+
+
+@dataclass(frozen=True, slots=True)
+class Vec:
+    """A vector operand `{a, b, c, d}`."""
+
+    items: tuple
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(map(str, self.items)) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two destinations written `d|p` (setp, shfl.sync, tex with a predicate)."""
+
+    first: "Operand"
+    second: "Operand"
+
+    def __str__(self) -> str:
+        return f"{self.first}|{self.second}"
+
+
+@dataclass(frozen=True, slots=True)
+class Addr:
+    """An address `[base+offset]`; `extra` holds what follows a comma (tex/sust coordinates)."""
+
+    base: "Reg | Sym | None"
+    offset: int = 0
+    extra: tuple = ()
+
+    def __str__(self) -> str:
+        if self.base is None:
+            inner = str(self.offset)
+        elif self.offset:
+            inner = f"{self.base}+{self.offset}"
+        else:
+            inner = str(self.base)
+        if self.extra:
+            inner += ", " + ", ".join(map(str, self.extra))
+        return f"[{inner}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Plist:
+    """A parenthesised list, as in `call (retval0), f, (param0, param1)`."""
+
+    items: tuple
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.items)) + ")"
+
+
+Operand = Union[Reg, Imm, Sym, Offset, Sink, Vec, Pair, Addr, Plist]
+
+
+def register_names(op: Operand) -> tuple:
+    """The names written in a vector operand (`{%r1, %r2}` → ('%r1', '%r2')), or the operand's own."""
+    return tuple(map(str, op.items)) if isinstance(op, Vec) else (str(op),)
+
+
+def registers_in(op: Operand) -> Iterator[Reg]:
+    """Every register mentioned in an operand, including address bases and vector elements, in
+    textual order. A work list, not recursion: an operand built in code may nest deeper than the
+    grammar allows."""
+    todo = [op]
+    while todo:
+        op = todo.pop()
+        if isinstance(op, Reg):
+            yield op
+        elif isinstance(op, (Vec, Plist)):
+            todo.extend(reversed(op.items))
+        elif isinstance(op, Pair):
+            todo += (op.second, op.first)
+        elif isinstance(op, Addr):
+            todo.extend(reversed(op.extra))
+            if isinstance(op.base, Reg):
+                yield op.base
+        elif isinstance(op, Offset) and isinstance(op.base, Reg):
+            yield op.base
+
+
 
 # guard (`@%p1`, `@!p`, `@ !p`: negation and name apart) and opcode
 _HEAD = re.compile(r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$.]*)\s+)?([A-Za-z][\w.:]*)")

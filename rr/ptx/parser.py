@@ -4,8 +4,9 @@ The parser works at statement granularity: it splits the module into items and e
 instructions, labels, directives and scope blocks with a handful of compiled regular expressions,
 keeping every byte (whitespace and comments go into the `lead` of the node that follows).
 Instruction operands are parsed lazily by `rr.ptx.operands`; `validate=True` (the default) checks
-them all now — the operand grammar, and the operand forms of the families the analyses read
-(`rr.ptx.forms`) — so that bad instructions are a `ParseError` at parse time.
+them all now — the operand grammar, the opcode table (an instruction PTX does not have is refused)
+and the operand forms of the families the analyses read (`rr.ptx.forms`) — so that bad
+instructions are a `ParseError` at parse time.
 
 Files are read as bytes and decoded without newline translation, so CR LF and lone CR survive the
 round trip. Line numbers count LF: a CR LF pair is one line end, and a lone CR is not one — ptxas
@@ -26,6 +27,7 @@ from rr.ptx.defuse import head
 from rr.ptx.forms import check_operands, check_text
 from rr.ptx.operands import INSTRUCTION_PATTERN, is_well_formed, well_formed
 from rr.ptx.scan import LEAD, LINE_DIRECTIVE, malformed, scan_body
+from rr.ptx.scopes import name_registers
 from rr.ptx.model import Block, Directive, Function, Instruction, Label, Module, Param, TopLevel
 from rr.validation import read_bytes
 
@@ -265,6 +267,7 @@ class _Parser:
             f.tail = f.scan.tail
         else:
             f.body, f.tail = self.body(f.name)
+            name_registers(f.body)
         f.last_line = self.line_at(self.pos)
         return f
 

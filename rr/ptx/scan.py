@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rr.ptx.defuse import _REGISTER, defs_uses_text, head, rule as opcode_rule, scoped_defs_uses, split_registers
+from rr.ptx.defuse import _REGISTER, defs_uses_text, head, scoped_defs_uses, split_registers
 from rr.ptx.model import Block, Directive, Instruction, Label
 from rr.ptx.errors import ParseError
 from rr.ptx.forms import check_operands, quick_form
+from rr.ptx.opcodes import parse_opcode
 from rr.ptx.operands import INSTRUCTION_PATTERN, parse_instruction
 from rr.ptx.scopes import name_registers, own_names, visible
 
@@ -61,12 +62,20 @@ class BodyScan:
     def tail(self) -> str:
         return self.parts[-_STRIDE + 1]  # the lead of the closing '}'
 
+    def materialise(self) -> tuple[list, str]:
+        """The body's items as syntax-tree nodes, and the trivia before its closing '}'."""
+        nodes = _nodes(self)
+        if self.decls and own_names(self.decls)[0]:
+            name_registers(nodes[0])
+        return nodes
+
 
 def scan_body(text: str, start: int, line: int, check: bool = True) -> tuple[BodyScan, int] | None:
     """Scan the body whose '{' is just before `start`. Returns (scan, position after its '}') or
     None when the fast path cannot vouch for the text (the caller then parses item by item). With
     `check`, an instruction matched by the operand grammar must also fit its family's operand
-    forms (`rr.ptx.forms`); one that does not is left to the item parser too, which reports it."""
+    forms (`rr.ptx.forms`) — an opcode the table does not have fits none — and one that does not is
+    left to the item parser too, which reports it."""
     # The body ends at a '}' that starts a line (NVVM's layout). Scope blocks may close that way
     # too — cuda_fp16's inline asm closes thousands of them — so the text is split up to the next
     # such line, then up to twice as many, and so on, until the braces balance: a few `re.split`
@@ -152,11 +161,6 @@ def scan_body(text: str, start: int, line: int, check: bool = True) -> tuple[Bod
         lines_per_chunk *= 2
 
 
-def materialise(scan: BodyScan) -> tuple[list, str]:
-    """The body's items as syntax-tree nodes, and the trivia before its closing '}'."""
-    return _named(_nodes(scan), scan)
-
-
 def _nodes(scan: BodyScan) -> tuple[list, str]:
     parts = scan.parts
     top: list = []
@@ -190,13 +194,7 @@ def _nodes(scan: BodyScan) -> tuple[list, str]:
     raise AssertionError("a BodyScan always ends with the function's closing '}'")
 
 
-def _named(nodes: tuple[list, str], scan: BodyScan) -> tuple[list, str]:
-    if scan.decls and own_names(scan.decls)[0]:
-        name_registers(nodes[0])
-    return nodes
-
-
-_FORMS: dict = {}  # opcode -> forms.quick_form (None: not in the table); a memo of a pure function
+_FORMS: dict = {}  # opcode -> forms.quick_form (None: its family has no forms); a memo of a pure function
 
 
 def malformed(scan: BodyScan) -> tuple[int, str] | None:
@@ -241,13 +239,14 @@ def _offset(parts: list, k: int) -> int:
 
 
 def statement_rows(scan: BodyScan, record) -> list:
-    """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope, names)` for every
-    statement, read straight off the scan (the hot path of linearisation)."""
+    """`record(stmt, line, last_line, opcode, text, guard, defs, uses, scope, names, code)` for
+    every statement, read straight off the scan (the hot path of linearisation); `code` is the
+    parsed opcode (`rr.ptx.opcodes`), one object for every statement of one opcode."""
     parts = scan.parts
     out: list = []
     append = out.append
     split, findall, new = split_registers, _REGISTER.findall, tuple.__new__  # the hot loop's callees
-    rules = {}  # opcode -> defuse.rule, for defuse.head inline
+    codes = {}  # opcode -> its parsed value, whose def/use rule defuse.head reads (inline here)
     own, find = own_names(scan.decls) if scan.decls else ({}, None)
     names = own.get(0)  # the names of the current scope (rr.ptx.scopes), None where all are %-names
     get, complete = (names.get, names.complete) if names else (None, False)
@@ -264,22 +263,22 @@ def statement_rows(scan: BodyScan, record) -> list:
         lines = item.count("\n")
         if ins is not None:
             n += 1
-            rule = rules.get(opcode)
-            if rule is None:
-                rule = rules[opcode] = opcode_rule(opcode)
+            code = codes.get(opcode)
+            if code is None:
+                code = codes[opcode] = parse_opcode(opcode)
             if names is None:  # defuse.head, inline
-                written = dest.count("%") if rule[0] and dest and dest[0] != "[" else 0
-                defs, uses = split((guard, opcode, written, rule[1]), findall(item))
-            elif guard is None and complete and (not rule[0] or not dest or dest[0] == "[" or dest in names
+                written = dest.count("%") if code.writes and dest and dest[0] != "[" else 0
+                defs, uses = split((guard, opcode, written, code.accumulates), findall(item))
+            elif guard is None and complete and (not code.writes or not dest or dest[0] == "[" or dest in names
                                                  or (dest[0] == "%" and "|" not in dest)):
                 # defuse.scoped_defs_uses, inline for its common case: no guard, every word found
                 # a register, a first operand of at most one register
                 found = ffind(item, len(opcode))
-                written = 1 if rule[0] and dest and dest[0] != "[" else 0
-                defs, uses = split((None, opcode, written, rule[1]), list(map(get, found, found)))
+                written = 1 if code.writes and dest and dest[0] != "[" else 0
+                defs, uses = split((None, opcode, written, code.accumulates), list(map(get, found, found)))
             else:
                 guard, _, defs, uses = scoped_defs_uses(guard, opcode, dest, item, names, find)
-            append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
+            append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names, code)))
         else:
             c = item[0]
             if c == "{":
@@ -300,6 +299,7 @@ def statement_rows(scan: BodyScan, record) -> list:
             elif c != "." and item[-1] != ":":
                 n += 1
                 guard, opcode, defs, uses = defs_uses_text(item, names, find)
-                append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names)))
+                append(new(record, (n, line, line + lines, opcode, item, guard, defs, uses, scopes[-1], names,
+                                    parse_opcode(opcode))))
         line += lines
     return out

@@ -27,38 +27,7 @@ import functools
 import re
 from collections import Counter
 
-from rr.ptx.model import Block, Directive, Instruction
-
-_REG_HEAD = re.compile(r"\s*\.reg\s+(?:\.v\d+\s+)?(?:\.align\s+\d+\s+)?\.\w+\s+")
-_REG_DECL = re.compile(r"\s*(%?[A-Za-z_$%][\w$]*)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*")
-
-
-@functools.lru_cache(maxsize=4096)
-def _declared(text: str) -> tuple:
-    """(names, ranges) of one `.reg` declaration: `%r<3>` is the range ('%r', 3) = %r0…%r2."""
-    m = _REG_HEAD.match(text)
-    body = text[m.end():] if m else text
-    body = body.rstrip().rstrip(";")
-    names, ranges = [], []
-    for part in body.split(","):
-        d = _REG_DECL.fullmatch(part)
-        if d is None:
-            continue
-        if d.group(2) is not None:
-            ranges.append((d.group(1), int(d.group(2))))
-        else:
-            names.append(d.group(1))
-    return tuple(names), tuple(ranges)
-
-
-def declared_names(text: str) -> list[str]:
-    """Names declared by `.reg .b32 %r<3>, %x;` → ['%r0', '%r1', '%r2', '%x']."""
-    names, ranges = _declared(text)
-    out = list(names)
-    for prefix, count in ranges:
-        out.extend(f"{prefix}{i}" for i in range(count))
-    return out
-
+from rr.ptx.model import Block, Directive, Instruction, declared, declared_names
 
 _NUMBERED = re.compile(r"(.*?)(0|[1-9]\d*)")
 
@@ -80,7 +49,7 @@ def own_names(decls: list[tuple[int, str]]) -> tuple[dict[int, dict[str, str]], 
     for scope, text in decls:
         names = seen.get(text)
         if names is None:
-            names, ranges = _declared(text)
+            names, ranges = declared(text)
             if ranges and scope == 0 and all(p[0] == "%" for p, _ in ranges):
                 for prefix, n in ranges:
                     ranges0[prefix] = max(n, ranges0.get(prefix, 0))

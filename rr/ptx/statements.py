@@ -10,7 +10,8 @@ Registers in `defs`, `uses` and `guard` are named by their identity (`rr.ptx.sco
 except that bare names `.reg` declares are registers, and a block's register whose name another
 scope also declares is `name@scope`. `names` carries the scope's map from written names to
 identities (None where every register is its `%`-name), so `operands(statement)` gives typed
-operands that name registers the same way.
+operands that name registers the same way. `code` is the opcode parsed (`rr.ptx.opcodes`): what
+every later stage asks of an opcode (its family, state space, types), never its text.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import NamedTuple
 from rr.ptx._bulk import no_gc
 from rr.ptx.defuse import defs_uses_text, registers, split_registers
 from rr.ptx.model import Function
+from rr.ptx.opcodes import Opcode, parse_opcode
 from rr.ptx.operands import parse_instruction
 from rr.ptx.scan import statement_rows
 from rr.ptx.scopes import scope_maps
@@ -35,7 +37,8 @@ class Statement(NamedTuple):
     defs: tuple
     uses: tuple
     scope: int  # 0 for the body, then 1, 2, … for each scope block in textual order
-    names: dict | None = None  # written name -> register identity in this scope (rr.ptx.scopes)
+    names: dict | None  # written name -> register identity in this scope (rr.ptx.scopes)
+    code: Opcode  # the opcode parsed
 
 
 def operands(statement: Statement) -> tuple:
@@ -65,7 +68,7 @@ def _linearise(function: Function) -> list[Statement]:
             text = ins.render()
             guard, opcode, defs, uses = defs_uses_text(text, names, find)
         out.append(Statement(n, ins.line, ins.line + text.count("\n"), opcode, text, guard, defs,
-                             uses, scope, names))
+                             uses, scope, names, parse_opcode(opcode)))
     return out
 
 

@@ -118,8 +118,8 @@ def _members(name: str, at: int, use, flow) -> list[Slot]:
     """The members of aggregate parameter `name` (at offset `at`) that one offset's `ld.param`
     reads (`use`, a ParamUse), typed as the first of them reads it: one per element of a vector
     load (`ld.param.v2.u32` of n and k is two members)."""
-    opcode = flow.statements[use.stmts[0] - 1].opcode
-    dtype = _dtype(opcode.rsplit(".", 1)[-1], f"{name}.{use.offset - at} (read by {opcode})")
+    code = flow.statements[use.stmts[0] - 1].code
+    dtype = _dtype(code.type or "", f"{name}.{use.offset - at} (read by {code.text})")
     step = np.dtype(dtype).itemsize
     return [_slot(f"{name}.{o - at}", use, dtype, o)
             for o in range(use.offset, use.offset + use.width, step)]

@@ -98,8 +98,8 @@ def cut_liveness(function: Function, statements: list[Statement], first: int, la
     result.live_out = [r for r in written if leaving >> bit[r] & 1]
     result.predicates_in = [r for r in result.live_in if r.startswith("%p")]
     result.predicates_out = [r for r in result.live_out if r.startswith("%p")]
-    result.shared = [s.text for s in cut if ".shared" in s.opcode]
-    result.params = [s.text for s in cut if s.opcode.startswith("ld.param")]
+    result.shared = [s.text for s in cut if "shared" in s.code.spaces]
+    result.params = [s.text for s in cut if s.code.base == "ld" and s.code.space == "param"]
     return result
 
 

@@ -59,6 +59,7 @@ from rr.describe.provenance import Provenance
 from rr.ptx import linearise, parse
 from rr.ptx.statements import operands as statement_operands
 from rr.ptx.model import Imm, Instruction, Reg, Vec, emit_items
+from rr.ptx.opcodes import Opcode, parse_opcode
 from rr.ptx.reaching import UNDEFINED
 from rr.splice.assemble import assemble
 from rr.splice.recipe import Check
@@ -68,7 +69,8 @@ from rr.templates.body import body_items, ranges, register_readers, register_typ
 from rr.templates.isolate import isolate
 from rr.templates.transposed import MOVMATRIX, is_movmatrix, transposed
 
-_PACK = re.compile(r"cvt\.rn\.satfinite(\.relu)?\.(e4m3x2|e5m2x2)\.f16x2$")
+# the modifiers of cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2: an f16 pair packed into fp8
+_PACKS = frozenset(("rn", "satfinite", *relu, t, "f16x2") for relu in ((), ("relu",)) for t in ("e4m3x2", "e5m2x2"))
 _MOVE = ("mov.b32", "mov.b16", "mov.u32", "mov.u16", "mov.s32", "mov.s16")
 PLACES = ("staging", "phase")
 OUTLINES = ("none", "phase", "construction")
@@ -92,7 +94,7 @@ class Byte(NamedTuple):
     part: int = 0
 
     def text(self) -> str:
-        kind = self.conv.split(".")[-2].removesuffix("x2") if self.conv else "f16"
+        kind = parse_opcode(self.conv).types[0].removesuffix("x2") if self.conv else "f16"
         return f"{kind}({self.reg}.{'hi' if self.half else 'lo'})"
 
 
@@ -147,7 +149,7 @@ def _prmt(a: Lanes, b: Lanes | None, selector: int, where: str) -> Lanes:
     return tuple(tuple((a[l] + (b[l] if b is not None else ()))[p] for p in picks) for l in range(32))
 
 
-def evaluate(opcode: str, ops: tuple, read, where: str) -> dict[str, Lanes]:
+def evaluate(code: Opcode, ops: tuple, read, where: str) -> dict[str, Lanes]:
     """What a data-movement statement writes (register name -> its bytes per lane), reading its
     source registers through `read(name)`; a TemplateError for anything that computes."""
     def value(op) -> Lanes:
@@ -156,9 +158,10 @@ def evaluate(opcode: str, ops: tuple, read, where: str) -> dict[str, Lanes]:
         raise TemplateError(f"{where}: reads {op}, not a register holding accumulator data")
 
     dest = ops[0] if ops else None
-    if is_movmatrix(opcode) and len(ops) == 2 and isinstance(dest, Reg):
+    opcode = code.text
+    if is_movmatrix(code) and len(ops) == 2 and isinstance(dest, Reg):
         return {dest.name: _movmatrix(value(ops[1]))}
-    if _PACK.match(opcode) and len(ops) == 2 and isinstance(dest, Reg):
+    if code.base == "cvt" and code.mods in _PACKS and len(ops) == 2 and isinstance(dest, Reg):
         return {dest.name: _pack(value(ops[1]), opcode, where)}
     if opcode in _MOVE and len(ops) == 2:
         if isinstance(ops[1], Vec) and isinstance(dest, Reg):  # a join: mov.b32 %r, {%rs1, %rs2}
@@ -209,11 +212,11 @@ class Staging:
         key = (reg, d)
         if key not in self.values:
             s = self.flow.statements[d - 1]
-            if is_mma(s.opcode):
+            if is_mma(s.code):
                 raise TemplateError(f"{where}: {reg} is the D of s{d}, not of phase {self.source_phase}")
             if s.guard is not None:
                 raise TemplateError(f"s{d}: {reg} is written under a guard ({s.guard})")
-            written = evaluate(s.opcode, self.flow.operands(d), lambda r: self.value(r, d), f"s{d}")
+            written = evaluate(s.code, self.flow.operands(d), lambda r: self.value(r, d), f"s{d}")
             self.slice.add(d)
             for name, v in written.items():
                 self.values[(name, d)] = v
@@ -414,7 +417,7 @@ def check(lines: list[str], targets: dict[str, Lanes], accumulators: set) -> Non
         raise TemplateError(f"internal: the construction reads {reg} before writing it")
 
     for s in statements[:-1]:
-        values.update(evaluate(s.opcode, statement_operands(s), read, f"construction line {s.stmt}"))
+        values.update(evaluate(s.code, statement_operands(s), read, f"construction line {s.stmt}"))
     for reg, target in targets.items():
         if values.get(reg) != target:
             raise TemplateError(f"internal: the construction of {reg} differs from the original staging")
@@ -466,7 +469,7 @@ def build_construction(entry: Entry, phase: int, place: str) -> Built:
     operand_reads: set = set()
     regs: dict[str, str] = {}  # operand register -> role
     for st in mmas:
-        _, a, b, _ = mma_operands(statements[st - 1].opcode, flow.operands(st))
+        _, a, b, _ = mma_operands(statements[st - 1].code, flow.operands(st))
         for role, names in (("A", a), ("B", b)):
             if role in roles:
                 for r in names:
@@ -526,7 +529,7 @@ def build_construction(entry: Entry, phase: int, place: str) -> Built:
     kept = [s for s in statements[first - 1:last] if s.stmt not in removed]
     for s in kept:
         clash = written & (set(s.defs) | set(s.uses))
-        if clash and not (is_mma(s.opcode) and s.stmt in mmas and not clash & set(s.defs)):
+        if clash and not (is_mma(s.code) and s.stmt in mmas and not clash & set(s.defs)):
             raise TemplateError(f"s{s.stmt} ({s.opcode}) kept in the cut touches {', '.join(sorted(clash))}, "
                                 "which the construction writes")
     replacement, lead, phase_lead, count = [], None, None, 0  # count: the replacement's statements so far

@@ -10,23 +10,27 @@ a grouped phase (operand loads) keep their place. A numerics variant: judged by 
 
 from __future__ import annotations
 
-import re
-
 from rr.ptx.model import register_names
+from rr.ptx.opcodes import Opcode
 from rr.ptx.statements import operands as statement_operands
 from rr.splice.recipe import Check
 from rr.templates import TemplateError
 from rr.templates.base import Cut, Entry, Spliced
 
-_F16_ACCUMULATE = re.compile(r"\.f16\.(e4m3|e5m2)\.(e4m3|e5m2)\.f16")
-_F32_ACCUMULATE = re.compile(r"\.f32\.(e4m3|e5m2)\.(e4m3|e5m2)\.f32")
+_FP8 = ("e4m3", "e5m2")
+
+
+def _accumulates_in(code: Opcode, acc: str) -> bool:
+    """An fp8 mma whose D and C are `acc` (its types D, A, B, C: `acc`, fp8, fp8, `acc`)."""
+    t = code.types
+    return len(t) == 4 and t[0] == t[3] == acc and t[1] in _FP8 and t[2] in _FP8
 
 
 def f32acc(entry: Entry, at: Cut) -> Spliced:
     """The phase's cut `at` with its chains accumulated in f32."""
     cut = entry.statements[at.first - 1:at.last]
-    others = [s for s in cut if not s.opcode.startswith("mma.")]
-    chains = {d for s in cut if s.opcode.startswith("mma.") for d in s.defs}
+    others = [s for s in cut if s.code.base != "mma"]
+    chains = {d for s in cut if s.code.base == "mma" for d in s.defs}
     if any(chains & set(s.uses) for s in others):
         bad = next(s for s in others if chains & set(s.uses))
         raise TemplateError(f"f32acc replaces the mma of a phase; s{bad.stmt} ({bad.opcode}) in the cut reads "
@@ -47,17 +51,16 @@ def f32acc(entry: Entry, at: Cut) -> Spliced:
 
     needed = set(at.live.live_out)
     for s in cut:
-        if not s.opcode.startswith("mma."):
+        if s.code.base != "mma":
             out.append(s.text)  # a grouped phase's operand loads, kept in their place
             continue
-        opcode, ops = s.opcode, statement_operands(s)
-        m = _F16_ACCUMULATE.search(opcode)
-        if m is None and _F32_ACCUMULATE.search(opcode):
+        code, ops = s.code, statement_operands(s)
+        if _accumulates_in(code, "f32"):
             out.append(s.text)  # accumulates in f32 already: f32 accumulation is the phase itself
             kept += 1
             continue
-        if m is None:
-            raise TemplateError(f"s{s.stmt}: {opcode} is neither an f16- nor an f32-accumulating fp8 mma")
+        if not _accumulates_in(code, "f16"):
+            raise TemplateError(f"s{s.stmt}: {code.text} is neither an f16- nor an f32-accumulating fp8 mma")
         d, a, b, c = (register_names(op) for op in ops[:4])
         acc = wide.get(c)
         if acc is None:  # a chain's seed: widen the f16 pair
@@ -67,7 +70,8 @@ def f32acc(entry: Entry, at: Cut) -> Spliced:
                 out += [f"mov.b32 \t{{{h_lo}, {h_hi}}}, {reg};", f"cvt.f32.f16 \t{lo}, {h_lo};",
                         f"cvt.f32.f16 \t{hi}, {h_hi};"]
         new = [f32() for _ in range(4)]
-        out.append(f"{opcode[:m.start()]}.f32.{m.group(1)}.{m.group(2)}.f32{opcode[m.end():]}\n\t{{{', '.join(new)}}},\n"
+        _, a_type, b_type, _ = code.types
+        out.append(f"{code.with_types('f32', a_type, b_type, 'f32')}\n\t{{{', '.join(new)}}},\n"
                    f"\t{{{', '.join(a)}}},\n\t{{{', '.join(b)}}}, {{{', '.join(acc)}}};")
         wide[d] = new
         if needed & set(d):
@@ -75,7 +79,7 @@ def f32acc(entry: Entry, at: Cut) -> Spliced:
             out += [f"cvt.rn.f16x2.f32 \t{d[0]}, {new[1]}, {new[0]};",
                     f"cvt.rn.f16x2.f32 \t{d[1]}, {new[3]}, {new[2]};"]
     declarations = ([f".reg .f32 \t%rrf<{n_f32}>;"] if n_f32 else []) + ([f".reg .b16 \t%rrh<{n_b16}>;"] if n_b16 else [])
-    converted = sum(1 for s in cut if s.opcode.startswith("mma.")) - kept
+    converted = sum(1 for s in cut if s.code.base == "mma") - kept
     return Spliced(out, declarations, record={"mma_converted": converted, "mma_already_f32": kept})
 
 

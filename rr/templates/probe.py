@@ -52,8 +52,8 @@ def probe_words(statements: list[Statement], first: int, last: int, chosen: list
     mmas = []
     for s in statements[first - 1:last]:
         groups = None
-        if is_mma(s.opcode):
-            ops = mma_operands(s.opcode, operands(s.stmt))
+        if is_mma(s.code):
+            ops = mma_operands(s.code, operands(s.stmt))
             if ops is None:
                 raise TemplateError(f"s{s.stmt}: an mma without D, A, B and C operands")
             groups = dict(zip(ROLES, ops))

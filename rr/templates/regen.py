@@ -19,7 +19,6 @@ to the engine's, the description is complete.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,6 +29,7 @@ from rr.describe.provenance import Provenance
 from rr.describe.values import Value, bit_fields, lanes, special_register_parts
 from rr.ptx.statements import Statement
 from rr.ptx.model import Imm, Reg, Vec
+from rr.ptx.opcodes import Opcode
 from rr.ptx.reaching import UNDEFINED
 from rr.splice.recipe import Check
 from rr.templates import TemplateError
@@ -245,9 +245,9 @@ def regen(entry: Entry, at: Cut) -> Spliced:
     """The phase's cut `at` (one phase) re-emitted from the description of `entry`."""
     flow, first, last, live_out = entry.flow, at.first, at.last, at.live.live_out
     cut = flow.statements[first - 1:last]
-    mmas = [s for s in cut if is_mma(s.opcode)]
-    others = [s for s in cut if not is_mma(s.opcode)]
-    if not mmas or any(not s.opcode.startswith("mma.") for s in mmas):
+    mmas = [s for s in cut if is_mma(s.code)]
+    others = [s for s in cut if not is_mma(s.code)]
+    if not mmas or any(s.code.base != "mma" for s in mmas):
         raise TemplateError(f"regen re-emits mma.sync phases; the cut s{first}–s{last} has "
                             f"{(mmas or cut)[0].opcode}")
     provenance = Provenance(flow, entry.phases, entry.epilogues)
@@ -300,7 +300,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
         s = flow.statements[d - 1]
         ops = flow.operands(d)
         g = f"@{guard} " if guard else ""
-        acc = flow.memory.access(d) if s.opcode.startswith("ld.") else None
+        acc = flow.memory.access(d) if s.code.base == "ld" else None
         if acc is not None and acc.space in ("global", "const", "generic", "shared"):
             if s.guard is not None:
                 raise TemplateError(f"{what}: {reg} is loaded under the guard @{s.guard} (s{d}), which regen "
@@ -311,13 +311,13 @@ def regen(entry: Entry, at: Cut) -> Spliced:
                                     "which regen cannot rebuild")
             loads.append(d)
             value = load(d, what, guard)[list(s.defs).index(reg)]
-        elif s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Vec) and s.guard is None:
+        elif s.code.base == "mov" and len(ops) == 2 and isinstance(ops[1], Vec) and s.guard is None:
             parts = [rebuild(str(p), d, what, loads) for p in ops[1].items]
-            value = em.reg(_WIDTH_CLASS[int(s.opcode.rsplit(".b", 1)[-1]) // 8])
-            em.lines.append(f"mov.{s.opcode.split('.', 1)[1]} \t{value}, {{{', '.join(parts)}}};")
-        elif s.opcode.startswith("mov.") and len(ops) == 2 and isinstance(ops[1], Imm) and s.guard is None:
-            value = into or em.reg(_WIDTH_CLASS.get(_bits_of(s.opcode) // 8, "b32"))
-            em.lines.append(f"{g}mov.{s.opcode.split('.', 1)[1]} \t{value}, {ops[1]};")
+            value = em.reg(_WIDTH_CLASS[s.code.bits // 8])
+            em.lines.append(f"{s.opcode} \t{value}, {{{', '.join(parts)}}};")
+        elif s.code.base == "mov" and len(ops) == 2 and isinstance(ops[1], Imm) and s.guard is None:
+            value = into or em.reg(_WIDTH_CLASS.get((s.code.bits or 32) // 8, "b32"))
+            em.lines.append(f"{g}{s.opcode} \t{value}, {ops[1]};")
             return value
         else:
             raise TemplateError(f"{what}: {reg} is traced to global memory but written by s{d} ({s.opcode}), "
@@ -361,7 +361,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
     chain_of_d: dict[tuple, int] = {}
     chains: list[list[tuple]] = []  # per chain: (statement, d, a, b, c)
     for s in mmas:
-        d, a, b, c = mma_operands(s.opcode, flow.operands(s.stmt))
+        d, a, b, c = mma_operands(s.code, flow.operands(s.stmt))
         idx = chain_of_d.get(c)
         if idx is None:
             idx = len(chains)
@@ -424,8 +424,12 @@ class Regen:
         return regen(entry, cut)
 
 
-_SHARED_WRITES = ("st.shared", "atom.shared", "red.shared", "cp.async", "stmatrix", "bar.", "barrier.",
-                  "st.async", "cp.reduce.async")
+def _writes_shared(code: Opcode) -> bool:
+    """Whether a statement may change shared memory or let another thread change it: a store, an
+    atomic or a reduction there, an asynchronous copy, a stmatrix, a barrier."""
+    if code.base in ("st", "atom", "red") and code.space == "shared":
+        return True
+    return code.base in ("cp", "stmatrix", "bar", "barrier") or (code.base == "st" and "async" in code.mods)
 
 
 def _reloadable_from_shared(flow: Dataflow, regs: tuple, at: int, first: int) -> bool:
@@ -434,9 +438,10 @@ def _reloadable_from_shared(flow: Dataflow, regs: tuple, at: int, first: int) ->
     (nothing else can have changed the bytes it read)."""
     for r in regs:
         d = flow.definition(r, at)
-        if d is None or not flow.statements[d - 1].opcode.startswith("ld.shared") or d >= first:
+        loaded = flow.statements[d - 1].code if d is not None else None
+        if loaded is None or loaded.base != "ld" or loaded.space != "shared" or d >= first:
             return False
-        if any(flow.statements[i - 1].opcode.startswith(_SHARED_WRITES) for i in range(d + 1, first)):
+        if any(_writes_shared(flow.statements[i - 1].code) for i in range(d + 1, first)):
             return False
         if flow.cfg.block_of(d) != flow.cfg.block_of(first):
             return False
@@ -449,10 +454,6 @@ def _class_of(reg: str) -> str:
 
 def _bits(reg: str) -> int:
     return int(_class_of(reg)[1:])
-
-
-def _bits_of(opcode: str) -> int:
-    return int(re.sub(r"\D", "", opcode.rsplit(".", 1)[-1]) or 32)
 
 
 def _loop_of(flow: Dataflow, stmt: int):

@@ -33,12 +33,13 @@ from rr.describe.phases import is_mma, mma_operands
 from rr.describe.dataflow import Dataflow
 from rr.describe.provenance import Provenance
 from rr.ptx.model import Imm, Instruction, emit_items
+from rr.ptx.opcodes import Opcode, parse_opcode
 from rr.templates import NotApplicable, TemplateError
 from rr.templates.base import Cut, Entry, Spliced
 from rr.templates.body import body_items, ranges, register_readers, register_types
 
 MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16"  # the PTX ISA's spelling; modifiers may come in any order
-_MOVMATRIX_PARTS = sorted(MOVMATRIX.split("."))
+_TRANSPOSE = parse_opcode(MOVMATRIX)
 BIT_SAFETY = ("each output of the transposed chains is the same 32 products at the same k-slots as the "
               "original's (an A fragment's k layout is a B fragment's), added from zero in the same order: "
               "the same HMMA halves, the same bits (rr.numerics.mma_sync: mma(Bᵀ, Aᵀ, Cᵀ) = mma(A, B, C)ᵀ)")
@@ -52,26 +53,27 @@ class _Step:
     b: tuple
 
 
-def is_movmatrix(opcode: str) -> bool:
-    """Whether `opcode` is MOVMATRIX, its modifiers in whatever order."""
-    return sorted(opcode.split(".")) == _MOVMATRIX_PARTS
+def is_movmatrix(code: Opcode) -> bool:
+    """`movmatrix.sync.aligned.m8n8.trans.b16`, its modifiers in any order."""
+    return code.base == "movmatrix" and sorted(code.mods) == sorted(_TRANSPOSE.mods)
 
 
-def _swapped_opcode(opcode: str, stmt: int) -> str:
+def _swapped_opcode(code: Opcode, stmt: int) -> str:
     """`mma.sync.aligned.m16n8k32.row.col.f16.A.B.f16` with A and B's types swapped."""
-    parts = opcode.split(".")
-    if len(parts) != 10 or parts[:6] != ["mma", "sync", "aligned", "m16n8k32", "row", "col"]:
-        raise TemplateError(f"s{stmt} ({opcode}): not an m16n8k32 row.col mma")
-    if parts[6] != "f16" or parts[9] != "f16":
-        raise TemplateError(f"s{stmt} ({opcode}): an {parts[6]} accumulator; movmatrix transposes b16, so only an "
+    if code.family.name != "mma" or code.mods[:5] != ("sync", "aligned", "m16n8k32", "row", "col") \
+            or len(code.mods) != 9 or len(code.types) != 4:
+        raise TemplateError(f"s{stmt} ({code.text}): not an m16n8k32 row.col mma")
+    d, a, b, c = code.types
+    if d != "f16" or c != "f16":
+        raise TemplateError(f"s{stmt} ({code.text}): an {d} accumulator; movmatrix transposes b16, so only an "
                             "f16 chain's transposes can be removed")
-    return ".".join(parts[:7] + [parts[8], parts[7]] + parts[9:])
+    return code.with_types(d, b, a, c)
 
 
 def _zero(flow: Dataflow, reg: str, stmt: int) -> bool:
     """Whether `reg` holds 0 at `stmt`: a `mov` of the immediate 0 reaches it."""
     d = flow.definition(reg, stmt)
-    if d is None or not flow.statements[d - 1].opcode.startswith("mov."):
+    if d is None or flow.statements[d - 1].code.base != "mov":
         return False
     ops = flow.operands(d)
     return len(ops) == 2 and isinstance(ops[1], Imm) and ops[1].value == 0
@@ -83,11 +85,11 @@ def _chain(flow: Dataflow, final: int, users: dict) -> list[_Step]:
     statements = flow.statements
     steps, stmt = [], final
     while True:
-        d, a, b, c = mma_operands(statements[stmt - 1].opcode, flow.operands(stmt))
+        d, a, b, c = mma_operands(statements[stmt - 1].code, flow.operands(stmt))
         steps.append(_Step(stmt, d, a, b))
         defs = {flow.definition(r, stmt) for r in c}
-        if len(defs) == 1 and (prev := next(iter(defs))) is not None and is_mma(statements[prev - 1].opcode):
-            pd = mma_operands(statements[prev - 1].opcode, flow.operands(prev))[0]
+        if len(defs) == 1 and (prev := next(iter(defs))) is not None and is_mma(statements[prev - 1].code):
+            pd = mma_operands(statements[prev - 1].code, flow.operands(prev))[0]
             if tuple(pd) != tuple(c):
                 raise TemplateError(f"s{stmt} reads as C {', '.join(c)}, not the whole D of s{prev}")
             extra = {u for r in pd for u in users.get(r, ()) if u != stmt}
@@ -123,7 +125,7 @@ def transposed(entry: Entry, phase: int) -> Spliced:
     # the transposes of phase src's accumulators, by the accumulator register they read
     moves: dict[str, tuple[int, str]] = {}
     for s in statements:
-        if is_movmatrix(s.opcode) and s.stmt < p.first_stmt:
+        if is_movmatrix(s.code) and s.stmt < p.first_stmt:
             dest, source = s.defs[0], s.uses[0]
             d = flow.definition(source, s.stmt)
             if d is not None and provenance.phase_of.get(d) == src:
@@ -185,7 +187,7 @@ def transposed(entry: Entry, phase: int) -> Spliced:
                     if statements[sy.stmt - 1].opcode != opcode:  # one A' holds both B pairs: one type
                         raise TemplateError(f"s{sx.stmt} and s{sy.stmt}, whose B pairs a transposed step joins, are "
                                             f"{opcode} and {statements[sy.stmt - 1].opcode}")
-                    opcode = _swapped_opcode(opcode, sx.stmt)
+                    opcode = _swapped_opcode(statements[sx.stmt - 1].code, sx.stmt)
                     at.setdefault(where, []).append(
                         f"{opcode} \t{{{d[0]}, {d[1]}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{c[0]}, {c[1]}}};")
                     c = d

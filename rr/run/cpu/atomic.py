@@ -119,17 +119,17 @@ def serialise(kind: str, typ: str, init, b, c, seg_start, ftz: bool = False):
     return old, final
 
 
-def compile_atom(op, parts, ctx):
-    red = parts[0] == "red"
-    kinds = [p for p in parts[1:] if p in OPS]
-    typs = [p for p in parts[1:] if p in TYPES]
-    if len(kinds) != 1 or len(typs) != 1 or any(p in ("v2", "v4", "v8") for p in parts):
+def compile_atom(op, code, ctx):
+    red = code.base == "red"
+    kinds = [p for p in code.mods if p in OPS]
+    typs = [p for p in code.types if p in TYPES]
+    if len(kinds) != 1 or len(typs) != 1 or code.vector != 1:
         raise Unsupported(f"{op.opcode!r}")
     kind, typ = kinds[0], typs[0]
     if typ[0] == "f" and kind not in ("add", "exch", "cas"):  # float min/max (sm_90 bf16/f16) not modelled
         raise Unsupported(f"{op.opcode!r}")
-    space = next((s for s in ("global", "shared") if s in parts), "generic")
-    if any(s in parts for s in ("local", "const", "param")):
+    space = code.space if code.space in ("global", "shared") else "generic"
+    if code.space in ("local", "const", "param"):
         raise Unsupported(f"{op.opcode!r} (atomics are on global or shared memory)")
     width = type_bits(typ) // 8
     ut = BITS[width * 8]

@@ -106,7 +106,7 @@ def to_integer(styp: str, dtyp: str, mods: set):
     return sat
 
 
-def _packed_pair(op, parts, ctx, dtyp, mods):
+def _packed_pair(op, code, ctx, dtyp, mods):
     """cvt.frnd{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b: a to the upper half, b the lower."""
     fmt = dtyp[:-2]
     frnd = next((r for r in ("rn", "rz") if r in mods), None)
@@ -131,7 +131,7 @@ def _f16(x):
     return np.where(nan, np.uint16(rounding.CANONICAL_NAN["f16"]).view(np.float16), h) if nan.any() else h
 
 
-def _fp8(op, parts, ctx, dtyp, styp, mods):
+def _fp8(op, code, ctx, dtyp, styp, mods):
     """The fp8 packs: cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.{f16x2,f32} and back to f16x2."""
     d = dests(op.operands[0])[0]
     relu = (lambda h: np.where(h < 0, np.float16(0), h)) if "relu" in mods else (lambda h: h)
@@ -161,18 +161,18 @@ def _fp8(op, parts, ctx, dtyp, styp, mods):
     raise Unsupported(f"cvt to {dtyp} from {styp}")
 
 
-def compile_cvt(op, parts, ctx):
-    types = [p for p in parts[1:] if p in TYPES]
+def compile_cvt(op, code, ctx):
+    types = [p for p in code.types if p in TYPES]
     if len(types) != 2:
         raise Unsupported(f"{op.opcode!r} (a cvt names two types)")
     dtyp, styp = types
-    mods = set(parts[1:]) - set(types)
+    mods = set(code.mods) - set(types)
     if mods - MODIFIERS:
         raise Unsupported(f"{op.opcode!r} (modifier {', '.join(sorted(mods - MODIFIERS))})")
     if "e4m3x2" in types or "e5m2x2" in types:
-        return _fp8(op, parts, ctx, dtyp, styp, mods)
+        return _fp8(op, code, ctx, dtyp, styp, mods)
     if dtyp in ("f16x2", "bf16x2") and styp == "f32":
-        return _packed_pair(op, parts, ctx, dtyp, mods)
+        return _packed_pair(op, code, ctx, dtyp, mods)
     if dtyp not in FLOATS + INTEGERS or styp not in FLOATS + INTEGERS:
         raise Unsupported(f"cvt to {dtyp} from {styp}")
     d = dests(op.operands[0])[0]

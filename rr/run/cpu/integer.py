@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rr.ptx.model import Imm
+from rr.ptx.opcodes import by_family
 from rr.run.cpu.machine import BITS, TYPES
 from rr.run.cpu.values import Unsupported, dests, join_halves, op_type, type_bits
 
@@ -92,8 +93,8 @@ def _carry_in(m, mask):
     return np.zeros(m.n, bool) if c is None else c
 
 
-def _add_sub(op, parts, ctx):
-    base, typ = parts[0], op_type(parts)
+def _add_sub(op, code, ctx):
+    base, typ = code.base, op_type(code)
     sub = base.startswith("sub")
     d = _dest(op)
     if typ in _PACKED:
@@ -103,8 +104,8 @@ def _add_sub(op, parts, ctx):
         raise Unsupported(f"{base}.pred")
     bits = type_bits(typ)
     carry_in = base in ("addc", "subc")
-    if "cc" in parts or carry_in:
-        writes_cc = "cc" in parts
+    if "cc" in code.mods or carry_in:
+        writes_cc = "cc" in code.mods
         ut = BITS[bits]
         a, b = _readers(op, ctx, (_unsigned(typ),) * 2)
 
@@ -122,7 +123,7 @@ def _add_sub(op, parts, ctx):
             if writes_cc:
                 m.put(CARRY, cout, mask)
         return run
-    if "sat" in parts:
+    if "sat" in code.mods:
         if typ != "s32":
             raise Unsupported(f"{op.opcode!r} (saturation is for .s32)")
         f = np.subtract if sub else np.add
@@ -131,10 +132,10 @@ def _add_sub(op, parts, ctx):
     return _run(d, np.subtract if sub else np.add, _readers(op, ctx, (typ, typ)))
 
 
-def _min_max(op, parts, ctx):
-    base, typ = parts[0], op_type(parts)
+def _min_max(op, code, ctx):
+    base, typ = code.base, op_type(code)
     f = np.minimum if base == "min" else np.maximum
-    relu = "relu" in parts
+    relu = "relu" in code.mods
     d = _dest(op)
     if typ in _PACKED:
         g = (lambda x, y: np.maximum(f(x, y), 0)) if relu else f
@@ -146,8 +147,8 @@ def _min_max(op, parts, ctx):
     return _run(d, f, _readers(op, ctx, (typ, typ)))
 
 
-def _abs_neg(op, parts, ctx):
-    typ = op_type(parts)
+def _abs_neg(op, code, ctx):
+    typ = op_type(code)
     d = _dest(op)
     if typ in _PACKED:
         raise Unsupported(f"{op.opcode!r}")
@@ -155,7 +156,7 @@ def _abs_neg(op, parts, ctx):
     ut = BITS[type_bits(typ)]
     if np.dtype(dt).kind != "i":
         raise Unsupported(f"{op.opcode!r}")
-    if parts[0] == "neg":  # two's complement on the bits: -MIN is MIN
+    if code.base == "neg":  # two's complement on the bits: -MIN is MIN
         return _run(d, lambda a: ut(0) - np.asarray(a).astype(ut), _readers(op, ctx, (typ,)))
     return _run(d, lambda a: np.where(np.asarray(a) < 0, ut(0) - np.asarray(a).astype(ut), np.asarray(a).astype(ut)),
                 _readers(op, ctx, (typ,)))
@@ -163,8 +164,8 @@ def _abs_neg(op, parts, ctx):
 
 # -- logic ----------------------------------------------------------------------------------------
 
-def _logic(op, parts, ctx):
-    base, typ = parts[0], op_type(parts)
+def _logic(op, code, ctx):
+    base, typ = code.base, op_type(code)
     d = _dest(op)
     if base == "not":
         return _run(d, (lambda a: ~np.asarray(a, bool)) if typ == "pred" else np.invert, _readers(op, ctx, (typ,)))
@@ -195,14 +196,14 @@ def lop3_function(lut: int):
     return lambda a, b, c: (lambda x, y: x ^ (a & (x ^ y)))(f0(b, c), f1(b, c))
 
 
-def _lop3(op, parts, ctx):
-    if op_type(parts) != "b32":
+def _lop3(op, code, ctx):
+    if op_type(code) != "b32":
         raise Unsupported(f"{op.opcode!r}")
     lut = ctx.immediate(op.operands[4], "immLut")
     if not 0 <= lut <= 255:
         raise Unsupported(f"immLut {lut} outside 0..255")
     fn = lop3_function(lut)
-    boolop = next((p for p in parts[1:] if p in ("and", "or")), None)
+    boolop = next((p for p in code.mods if p in ("and", "or")), None)
     abc = _readers(op, ctx, ("b32",) * 3)
     if boolop is None:
         return _run(_dest(op), lambda a, b, c: np.asarray(fn(a, b, c), U32), abc)
@@ -241,14 +242,14 @@ def shift_function(base: str, typ: str):
     return f
 
 
-def _shift(op, parts, ctx):
-    typ = op_type(parts)
-    return _run(_dest(op), shift_function(parts[0], typ), _readers(op, ctx, (typ, "u32")))
+def _shift(op, code, ctx):
+    typ = op_type(code)
+    return _run(_dest(op), shift_function(code.base, typ), _readers(op, ctx, (typ, "u32")))
 
 
-def _shf(op, parts, ctx):
+def _shf(op, code, ctx):
     """Funnel shift of the 64-bit (b:a) by c, clamped to 32 or wrapped modulo 32."""
-    left, clamp = "l" in parts, "clamp" in parts
+    left, clamp = "l" in code.mods, "clamp" in code.mods
 
     def f(a, b, c):
         n = np.minimum(np.asarray(c, U32), U32(32)) if clamp else np.asarray(c, U32) & U32(31)
@@ -303,13 +304,13 @@ def bfi_function(typ: str):
     return f
 
 
-def _bfe(op, parts, ctx):
-    typ = op_type(parts)
+def _bfe(op, code, ctx):
+    typ = op_type(code)
     return _run(_dest(op), bfe_function(typ), _readers(op, ctx, (typ, "u32", "u32")))
 
 
-def _bfi(op, parts, ctx):
-    typ = op_type(parts)
+def _bfi(op, code, ctx):
+    typ = op_type(code)
     return _run(_dest(op), bfi_function(typ), _readers(op, ctx, (typ, typ, "u32", "u32")))
 
 
@@ -355,8 +356,8 @@ def prmt_function(mode: str | None, selector: int | None = None):
     return f
 
 
-def _prmt(op, parts, ctx):
-    mode = next((p for p in parts[1:] if p in PRMT_MODES), None)
+def _prmt(op, code, ctx):
+    mode = next((p for p in code.mods if p in PRMT_MODES), None)
     c = op.operands[3]
     selector = ctx.immediate(c, "selector") if isinstance(c, Imm) else None
     return _run(_dest(op), prmt_function(mode, selector), _readers(op, ctx, ("b32", "b32", "b32")))
@@ -365,9 +366,9 @@ def _prmt(op, parts, ctx):
 _REV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
 
 
-def _bits_op(op, parts, ctx):
+def _bits_op(op, code, ctx):
     """brev, clz, popc, bfind (.shiftamt)."""
-    base, typ = parts[0], op_type(parts)
+    base, typ = code.base, op_type(code)
     bits = type_bits(typ)
     ut = BITS[bits]
     d = _dest(op)
@@ -382,7 +383,7 @@ def _bits_op(op, parts, ctx):
     if base == "clz":
         return _run(d, lambda a: (bits - _bit_length(np.asarray(a).astype(ut, copy=False))).astype(U32),
                     _readers(op, ctx, (typ,)))
-    shiftamt = "shiftamt" in parts  # bfind
+    shiftamt = "shiftamt" in code.mods  # bfind
 
     def f(a):
         a = np.asarray(a)
@@ -431,20 +432,20 @@ def mul_function(mode: str, typ: str):
     return lambda a, b: (np.asarray(a, dt).astype(wide) * np.asarray(b, dt).astype(wide)).astype(dt)
 
 
-def _mul(op, parts, ctx):
-    typ = op_type(parts)
-    mode = next((p for p in parts[1:] if p in ("hi", "lo", "wide")), "lo")
+def _mul(op, code, ctx):
+    typ = op_type(code)
+    mode = next((p for p in code.mods if p in ("hi", "lo", "wide")), "lo")
     return _run(_dest(op), mul_function(mode, typ), _readers(op, ctx, (typ, typ)))
 
 
-def _mad(op, parts, ctx):
-    typ = op_type(parts)
-    mode = next((p for p in parts[1:] if p in ("hi", "lo", "wide")), "lo")
+def _mad(op, code, ctx):
+    typ = op_type(code)
+    mode = next((p for p in code.mods if p in ("hi", "lo", "wide")), "lo")
     mul = mul_function(mode, typ)
     bits = type_bits(typ)
     ctyp = f"{typ[0]}{2 * bits}" if mode == "wide" else typ
     d = _dest(op)
-    carry_in, writes_cc = parts[0] == "madc", "cc" in parts
+    carry_in, writes_cc = code.base == "madc", "cc" in code.mods
     a, b, c = _readers(op, ctx, (typ, typ, ctyp))
     if carry_in or writes_cc:
         ut = BITS[type_bits(ctyp)]
@@ -457,7 +458,7 @@ def _mad(op, parts, ctx):
             if writes_cc:
                 m.put(CARRY, (s < p) | (r < s), mask)
         return run
-    if "sat" in parts:
+    if "sat" in code.mods:
         if typ != "s32" or mode != "hi":
             raise Unsupported(f"{op.opcode!r} (saturation is for mad.hi.s32)")
         return _run(d, lambda x, y, z: np.clip(mul(x, y).astype(np.int64) + np.asarray(z, np.int64),
@@ -472,11 +473,11 @@ def _int24(v, signed: bool):
     return np.where(v >= 1 << 23, v - (1 << 24), v) if signed else v
 
 
-def _mul24(op, parts, ctx):
+def _mul24(op, code, ctx):
     """mul24/mad24 .lo/.hi: t = a[23:0] * b[23:0] (48 bits); d = t[31:0] or t[47:16] (+ c)."""
-    typ = op_type(parts)
+    typ = op_type(code)
     signed = typ[0] == "s"
-    hi = "hi" in parts
+    hi = "hi" in code.mods
     dt = TYPES[typ]
 
     def product(a, b):
@@ -485,9 +486,9 @@ def _mul24(op, parts, ctx):
 
     def wrap(v):
         return np.asarray(v & 0xFFFFFFFF, np.int64).astype(U32).view(dt)
-    if parts[0] == "mul24":
+    if code.base == "mul24":
         return _run(_dest(op), lambda a, b: wrap(product(a, b)), _readers(op, ctx, (typ, typ)))
-    if "sat" in parts:  # mad24.hi.sat.s32: the 32-bit signed addition saturates
+    if "sat" in code.mods:  # mad24.hi.sat.s32: the 32-bit signed addition saturates
         return _run(_dest(op), lambda a, b, c: np.clip(wrap(product(a, b)).astype(np.int64) + np.asarray(c, np.int64),
                                                        -2 ** 31, 2 ** 31 - 1).astype(np.int32),
                     _readers(op, ctx, (typ, typ, typ)))
@@ -495,9 +496,9 @@ def _mul24(op, parts, ctx):
                 _readers(op, ctx, (typ, typ, typ)))
 
 
-def _sad(op, parts, ctx):
+def _sad(op, code, ctx):
     """d = c + |a - b| (the difference taken in the signedness of the type, the sum wrapping)."""
-    typ = op_type(parts)
+    typ = op_type(code)
     ut = BITS[type_bits(typ)]
 
     def f(a, b, c):
@@ -507,13 +508,13 @@ def _sad(op, parts, ctx):
     return _run(_dest(op), f, _readers(op, ctx, (typ, typ, typ)))
 
 
-def _div_rem(op, parts, ctx):
+def _div_rem(op, code, ctx):
     """Integer div/rem, truncating. A zero divisor (machine-specific, the ISA says) gives what
     the H200 gives: all ones, but the dividend for a 64-bit rem."""
-    typ = op_type(parts)
+    typ = op_type(code)
     dt = np.dtype(TYPES[typ])
     ut = BITS[dt.itemsize * 8]
-    rem = parts[0] == "rem"
+    rem = code.base == "rem"
     rem_by_zero_is_dividend = rem and dt.itemsize == 8
     if dt.kind == "u":
         def f(a, b):
@@ -547,13 +548,13 @@ def _lanes(v, n: int, signed: bool):
     return el.astype(np.int64)
 
 
-def _dot(op, parts, ctx):
+def _dot(op, code, ctx):
     """dp4a (four byte products) and dp2a.lo/.hi (two half-word by byte products) + c."""
-    atyp, btyp = [p for p in parts[1:] if p in ("u32", "s32")][:2]
+    atyp, btyp = [p for p in code.mods if p in ("u32", "s32")][:2]
     both_u = atyp == btyp == "u32"
     ctyp = "u32" if both_u else "s32"
-    four = parts[0] == "dp4a"
-    pick = 0 if "lo" in parts else 2
+    four = code.base == "dp4a"
+    pick = 0 if "lo" in code.mods else 2
 
     def f(a, b, c):
         va = _lanes(a, 1 if four else 2, atyp == "s32")
@@ -572,19 +573,19 @@ _VOPS = {
 }
 
 
-def _video(op, parts, ctx):
+def _video(op, code, ctx):
     """vadd2/4 … vmax2/4 with the default selectors and mask, .sat or the .add accumulate."""
-    base = parts[0]
+    base = code.base
     n = 1 if base.endswith("4") else 2
     kind = base[:-1]
-    types = [p for p in parts[1:] if p in ("u32", "s32")]
+    types = [p for p in code.mods if p in ("u32", "s32")]
     if len(types) != 3 or kind not in _VOPS:
         raise Unsupported(f"{op.opcode!r}")
     dtyp, atyp, btyp = types
     for o in op.operands:
         if getattr(o, "name", "").count(".") and not getattr(o, "special", False):
             raise Unsupported(f"{op.opcode!r} with a byte or mask selector ({o})")
-    sat, add = "sat" in parts, "add" in parts
+    sat, add = "sat" in code.mods, "add" in code.mods
     fn = _VOPS[kind]
     lo, hi = ((-128, 127) if dtyp == "s32" else (0, 255)) if n == 1 else ((-2 ** 15, 2 ** 15 - 1) if dtyp == "s32" else (0, 2 ** 16 - 1))
 
@@ -599,7 +600,7 @@ def _video(op, parts, ctx):
     return _run(_dest(op), f, _readers(op, ctx, ("b32", "b32", "b32")))
 
 
-HANDLERS = {
+HANDLERS = by_family({
     "add": _add_sub, "sub": _add_sub, "addc": _add_sub, "subc": _add_sub, "min": _min_max, "max": _min_max,
     "abs": _abs_neg, "neg": _abs_neg, "and": _logic, "or": _logic, "xor": _logic, "not": _logic, "cnot": _logic,
     "lop3": _lop3, "shl": _shift, "shr": _shift, "shf": _shf, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt,
@@ -607,5 +608,5 @@ HANDLERS = {
     "madc": _mad, "mul24": _mul24, "mad24": _mul24, "sad": _sad, "div": _div_rem, "rem": _div_rem,
     "dp4a": _dot, "dp2a": _dot,
     **{f"{k}{n}": _video for k in _VOPS for n in (2, 4)},
-}
-"""base opcode -> compile(op, parts, ctx) for integer types (floats go elsewhere)."""
+})
+"""family (rr.ptx.opcodes) -> compile(op, code, ctx) for integer types (floats go elsewhere)."""

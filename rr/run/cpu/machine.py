@@ -340,9 +340,10 @@ class Machine:
         return at
 
     def _control(self, op, taken: np.ndarray, lo: int) -> None:
-        if op.opcode.startswith("bra"):
+        base = op.code.base
+        if base == "bra":
             self.pc[taken] = op.target
-        elif op.opcode.startswith("call"):
+        elif base == "call":
             callee = op.call["func"]
             site = self.calls.get(callee)
             if site is not None and site is not op.call and self._in_function(callee).any():
@@ -359,8 +360,8 @@ class Machine:
             self.starts[rows, d] = self.program.func_start[callee]
             self.depth[taken] += 1
             self.pc[taken] = self.program.func_start[callee]
-        elif op.opcode.startswith(("ret", "exit")):
-            if op.func == self.program.entry or op.opcode.startswith("exit"):
+        elif base in ("ret", "exit"):
+            if op.func == self.program.entry or base == "exit":
                 self.done |= taken
                 return
             site = self.calls[op.func]
@@ -370,7 +371,7 @@ class Machine:
             rows = np.flatnonzero(taken)
             self.depth[taken] -= 1
             self.pc[taken] = self.sites[rows, self.depth[taken]] + 1
-        elif op.opcode == "trap":
+        elif base == "trap":
             self._fail(op, taken, "trap executed")
 
 

@@ -36,9 +36,10 @@ from rr.ptx.model import (
     Vec,
     registers_in,
 )
+from rr.ptx.opcodes import Opcode, parse_opcode
 from rr.run.cpu import memory
 
-NO_DEST = ("st.", "sust.", "bar.", "barrier.", "bra", "ret", "exit", "call", "trap", "red.", "membar", "fence")
+_CONTROL = frozenset({"bra", "call", "ret", "exit", "trap"})  # the machine moves the pc (Machine._control)
 _PARAM_DECL = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$%]+)\s*(?:\[(\d+)\])?")
 _SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
 _LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[(\d*)\])?")
@@ -62,6 +63,7 @@ class Op:
     text: str
     guard: tuple | None  # (register, negated)
     operands: tuple
+    code: Opcode  # the opcode parsed (rr.ptx.opcodes): what the semantics dispatch on
     reads: tuple = ()
     writes: tuple = ()
     target: int | None = None  # branch target pc
@@ -302,7 +304,7 @@ def decode(module, entry: str) -> Program:
                     return prefix + n if formal else n
                 return prefix + n
 
-            opcode = item.opcode
+            opcode, code = item.opcode, item.code
             # in the entry, outside any block that declares names, every name is already its own
             renamed = prefix or any(scopes)
             operands = tuple(_rename(o, name, scoped_registers) for o in item.operands) if renamed else item.operands
@@ -310,12 +312,12 @@ def decode(module, entry: str) -> Program:
             if item.guard:
                 g = item.guard
                 guard = (name(g.lstrip("!")), g.startswith("!"))
-            op = Op(len(ops), fname, stmt, item.line, opcode, item.render(), guard, operands)
-            if opcode.startswith(("bra", "call", "ret", "exit")) or opcode == "trap":
+            op = Op(len(ops), fname, stmt, item.line, opcode, item.render(), guard, operands, code)
+            if code.base in _CONTROL:
                 op.kind = "control"
-            if opcode.startswith("bra"):
+            if code.base == "bra":
                 branch_fix.append((op, fname, item.operands[-1].name))
-            if opcode.startswith("call"):
+            if code.base == "call":
                 plists = [o for o in operands if isinstance(o, Plist)]
                 callee = next(o.name for o in item.operands if isinstance(o, Sym))
                 if callee not in functions:
@@ -325,15 +327,19 @@ def decode(module, entry: str) -> Program:
                 op.call = {"func": callee, "args": args, "rets": rets}
                 if callee not in pending:
                     pending.append(callee)
-            dests = [] if opcode.startswith(NO_DEST) or not operands else _regs(operands[0])
-            srcs = [r for o in (operands if opcode.startswith(NO_DEST) else operands[1:]) for r in _regs(o)]
+            # the family's def/use rule, as linearisation reads it (rr.ptx.defuse): a first operand
+            # that is an address is read
+            writes = code.writes and bool(operands) and not isinstance(operands[0], Addr)
+            dests = _regs(operands[0]) if writes else []
+            srcs = [r for o in (operands[1:] if writes else operands) for r in _regs(o)]
             op.writes = tuple(dests)
             op.reads = tuple(srcs + ([guard[0]] if guard else []))
             ops.append(op)
 
         walk(f.body, [{}])
         # a function's last statement falls through to its end: add an implicit ret
-        ops.append(Op(len(ops), fname, counter[0] + 1, f.last_line, "ret", "ret;", None, (), kind="control"))
+        ops.append(Op(len(ops), fname, counter[0] + 1, f.last_line, "ret", "ret;", None, (), parse_opcode("ret"),
+                      kind="control"))
 
     i = 0
     while i < len(pending):
@@ -355,13 +361,12 @@ def decode(module, entry: str) -> Program:
 
 
 CONTRACTED_TYPES = ("f16", "f16x2", "f32")
-_ROUNDINGS = {"rn", "rz", "rm", "rp"}
 
 
 def _contractible(op, base: str) -> bool:
-    parts = op.opcode.split(".")
-    return (parts[0] == base and parts[-1] in CONTRACTED_TYPES and not _ROUNDINGS & set(parts)
-            and "sat" not in parts and op.guard is None)
+    code = op.code
+    return (code.base == base and code.type in CONTRACTED_TYPES and code.rounding is None and "sat" not in code.mods
+            and op.guard is None)
 
 
 def _contract(program: Program) -> None:
@@ -391,14 +396,14 @@ def _contract(program: Program) -> None:
         for i in (0, 1):
             src = op.operands[1 + i]
             mul = products.get(src.name) if isinstance(src, Reg) and not src.special else None
-            if mul is None or mul.func != op.func or mul.opcode.split(".")[1:] != op.opcode.split(".")[1:]:
+            if mul is None or mul.func != op.func or mul.code.mods != op.code.mods:
                 continue
             between = ops[mul.pc + 1:op.pc]
             sources = set(mul.reads)
             if (any(pc in targets for pc in range(mul.pc + 1, op.pc + 1)) or any(o.kind == "control" for o in between)
                     or any(sources & set(o.writes) for o in between)):
                 continue
-            subtract = op.opcode.startswith("sub")
+            subtract = op.code.base == "sub"
             op.contract = (mul.operands[1], mul.operands[2], op.operands[2 - i], subtract and i == 1, subtract and i == 0)
             mul.contracted = True
             op.reads = op.reads + tuple(mul.reads)  # the product's operands live until the fma

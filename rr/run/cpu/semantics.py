@@ -16,6 +16,7 @@ import numpy as np
 
 from rr.numerics import half, mufu, rounding
 from rr.ptx.model import Vec
+from rr.ptx.opcodes import Kind, by_family, families
 from rr.run.cpu import atomic, integer, warp
 from rr.run.cpu.convert import compile_cvt
 from rr.run.cpu.machine import (
@@ -48,21 +49,19 @@ def compile_op(op, ctx: Ctx):
         return _contracted(op, ctx)
     if op.contracted:
         return _contracted_mul(op, ctx)
-    parts = op.opcode.split(".")
-    base = parts[0]
-    handler = _HANDLERS.get(base)
+    handler = _HANDLERS.get(op.code.family.name)
     if handler is None:
         raise Unsupported(f"{op.where()}: unsupported instruction {op.opcode!r}")
     try:
-        return handler(op, parts, ctx)
+        return handler(op, op.code, ctx)
     except Unsupported as e:
         raise Unsupported(f"{op.where()}: {e}") from None
 
 
 # -- moves, conversions -------------------------------------------------------------------------
 
-def _mov(op, parts, ctx):
-    typ = op_type(parts)
+def _mov(op, code, ctx):
+    typ = op_type(code)
     d, s = op.operands[0], op.operands[1]
     if isinstance(s, Vec):  # pack {lo, hi}
         width = np.dtype(TYPES[typ]).itemsize * 8 // len(s.items)
@@ -93,26 +92,26 @@ def _mov(op, parts, ctx):
     return lambda m, mask: m.put(d.name, src(m), mask)
 
 
-def _cvta(op, parts, ctx):
+def _cvta(op, code, ctx):
     """Generic ↔ state-space addresses: global addresses are the same in both; a shared, local or
     const offset becomes SHARED_BASE / LOCAL_BASE / CONST_BASE + offset as a generic address, and back."""
-    typ = "u64" if parts[-1] == "u64" else "u32"
+    typ = "u64" if code.type == "u64" else "u32"
     src = ctx.reader(op.operands[1], typ, op)
     d = op.operands[0].name
-    window = next((w for w in ("shared", "local", "const") if w in parts), None)
+    window = code.space if code.space in ("shared", "local", "const") else None
     if window is None:
-        if "param" in parts:
+        if code.space == "param":
             raise Unsupported(f"{op.opcode!r}")
         return lambda m, mask: m.put(d, src(m), mask)
     base = np.uint64({"shared": SHARED_BASE, "local": LOCAL_BASE, "const": CONST_BASE}[window])
-    if "to" in parts:
+    if "to" in code.mods:
         return lambda m, mask: m.put(d, (np.asarray(src(m)).astype(np.uint64) - base).astype(TYPES[typ]), mask)
     return lambda m, mask: m.put(d, np.asarray(src(m)).astype(np.uint64) + base, mask)
 
 
-def _isspacep(op, parts, ctx):
+def _isspacep(op, code, ctx):
     """isspacep.{global,shared,local,const,param}: the window a generic address falls in."""
-    space = parts[1] if len(parts) > 1 else ""
+    space = code.space or ""
     windows = {"shared": SHARED_BASE, "local": LOCAL_BASE, "const": CONST_BASE, "param": PARAM_BASE}
     if space not in windows and space != "global":
         raise Unsupported(f"{op.opcode!r}")
@@ -136,22 +135,22 @@ _F16_BIN = {"add": half.add, "sub": half.sub, "mul": half.mul, "min": half.fmin,
 _FLOATS = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 
-def _arith(op, parts, ctx):
-    base = parts[0]
-    typ = op_type(parts)
+def _arith(op, code, ctx):
+    base = code.base
+    typ = op_type(code)
     if typ not in _FLOATS:
-        handler = integer.HANDLERS.get(base)
+        handler = integer.HANDLERS.get(code.family.name)
         if handler is None:
             raise Unsupported(f"{op.opcode!r}")
-        return handler(op, parts, ctx)
+        return handler(op, code, ctx)
     d = op.operands[0].name
     srcs = op.operands[1:]
     if typ in ("bf16", "bf16x2"):
-        return _bf16(op, parts, ctx, typ)
+        return _bf16(op, code, ctx, typ)
     if typ in ("f16", "f16x2"):
         rt = "b16" if typ == "f16" else "f16x2"
         rs = [ctx.reader(s, rt, op) for s in srcs]
-        fn = _f16_fn(base, parts)
+        fn = _f16_fn(base, code)
 
         if typ == "f16":
             return lambda m, mask: m.put(d, fn(*[np.asarray(r(m)).view(np.float16) for r in rs]), mask)
@@ -161,7 +160,7 @@ def _arith(op, parts, ctx):
             m.put(d, np.ascontiguousarray(fn(*halves), np.float16).view(np.uint32), mask)
         return run
     rs = [ctx.reader(s, typ, op) for s in srcs]
-    fn = _float_fn(base, set(parts[1:]), typ)
+    fn = _float_fn(base, set(code.mods), typ)
     if fn is None:
         raise Unsupported(f"{op.opcode!r}")
     return integer._run(d, fn, rs)
@@ -170,12 +169,12 @@ def _arith(op, parts, ctx):
 def _contracted(op, ctx):
     """An add/sub fused with the mul feeding it (rr.run.cpu.program._contract): ±a·b ± c rounded
     once, with the add's modifiers (.ftz)."""
-    parts = op.opcode.split(".")
-    typ = op_type(parts)
+    code = op.code
+    typ = op_type(code)
     a, b, c, negate_product, negate_c = op.contract
     d = op.operands[0].name
     if typ == "f32":
-        fma = _float_fn("fma", set(parts[1:]) | {"rn"}, typ)
+        fma = _float_fn("fma", set(code.mods) | {"rn"}, typ)
         ra, rb, rc = (ctx.reader(x, typ, op) for x in (a, b, c))
 
         def run(m, mask):
@@ -196,7 +195,7 @@ def _contracted_mul(op, ctx):
     """A mul that an add contracted (rr.run.cpu.program._contract): its product is read by that
     add alone, which computes the fma from the mul's operands, so nothing is computed here; its
     operands are read (for the record of registers read before any write)."""
-    typ = op_type(op.opcode.split("."))
+    typ = op_type(op.code)
     rt = {"f16": "b16", "f16x2": "f16x2"}.get(typ, typ)
     readers = [ctx.reader(x, rt, op) for x in op.operands[1:3]]
 
@@ -212,11 +211,11 @@ def _relu(x):
     return np.where(np.isnan(x), np.uint16(rounding.CANONICAL_NAN["f16"]).view(np.float16), r)
 
 
-def _min_max_fn(base, parts, dt):
+def _min_max_fn(base, mods, dt):
     """PTX min/max on one float dtype, with .NaN, .xorsign.abs and .ftz (f32)."""
-    minimum, nan = base == "min", "NaN" in parts
-    xorsign = "xorsign" in parts
-    ftz = "ftz" in parts and dt == np.float32
+    minimum, nan = base == "min", "NaN" in mods
+    xorsign = "xorsign" in mods
+    ftz = "ftz" in mods and dt == np.float32
 
     def f(a, b):
         x, y = np.asarray(a, dt), np.asarray(b, dt)
@@ -232,18 +231,18 @@ def _min_max_fn(base, parts, dt):
     return f
 
 
-def _f16_fn(base, parts):
+def _f16_fn(base, code):
     if base in ("min", "max"):
-        return _min_max_fn(base, parts, np.float16)
+        return _min_max_fn(base, code.mods, np.float16)
     if base in _F16_BIN:
         return _F16_BIN[base]
     if base == "fma":
-        return (lambda a, b, c: _relu(half.fma(a, b, c))) if "relu" in parts else half.fma
+        return (lambda a, b, c: _relu(half.fma(a, b, c))) if "relu" in code.mods else half.fma
     if base in ("neg", "abs"):
         return _sign_op(base, np.float16)
-    if base == "ex2" and "approx" in parts:  # MUFU.EX2.F16: the H200's table
+    if base == "ex2" and "approx" in code.mods:  # MUFU.EX2.F16: the H200's table
         return mufu.ex2_approx_f16
-    raise Unsupported(f"f16 {'.'.join(parts)}")
+    raise Unsupported(f"f16 {code.text}")
 
 
 def _sign_op(base, dt):
@@ -265,11 +264,11 @@ def _sign_op(base, dt):
     return f
 
 
-def _bf16(op, parts, ctx, typ):
+def _bf16(op, code, ctx, typ):
     """bf16/bf16x2 add, sub, mul, fma (.relu), min, max, neg, abs: exact in f64 where a single
     f64 rounding cannot disturb the bf16 one (products and sums of two bf16), fma through a
     round-to-odd f64 sum, then rounded to bf16."""
-    base = parts[0]
+    base = code.base
     d = op.operands[0].name
     rt = "b16" if typ == "bf16" else "b32"
     rs = [ctx.reader(s, rt, op) for s in op.operands[1:]]
@@ -283,7 +282,7 @@ def _bf16(op, parts, ctx, typ):
         g = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]
         fn = lambda a, b: out(g(val(a), val(b)))  # noqa: E731
     elif base == "fma":
-        relu = "relu" in parts
+        relu = "relu" in code.mods
 
         def fn(a, b, c):
             r = out(rounding.round_to_odd_sum(val(a) * val(b), val(c)))
@@ -293,7 +292,7 @@ def _bf16(op, parts, ctx, typ):
                              np.where(np.signbit(x), np.uint16(0), r))
             return r
     elif base in ("min", "max"):
-        mm = _min_max_fn(base, parts, np.float32)
+        mm = _min_max_fn(base, code.mods, np.float32)
         fn = lambda a, b: rounding.float_bits(mm(val(a).astype(np.float32), val(b).astype(np.float32)).astype(np.float64), "bf16")  # noqa: E731
     elif base in ("neg", "abs"):
         flip = np.uint16(0x8000)
@@ -407,10 +406,10 @@ _TESTP = {
 }
 
 
-def _testp(op, parts, ctx):
+def _testp(op, code, ctx):
     """testp: a predicate from the float's class (zeros count as normal, as the ISA says)."""
-    test = next((p for p in parts[1:] if p in _TESTP), None)
-    typ = op_type(parts)
+    test = next((p for p in code.mods if p in _TESTP), None)
+    typ = op_type(code)
     if test is None or typ not in ("f32", "f64"):
         raise Unsupported(f"{op.opcode!r}")
     d = op.operands[0].name
@@ -443,10 +442,10 @@ def _compare(cmp: str):
 _BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
-def _setp(op, parts, ctx):
-    typ = op_type(parts)
-    cmp = parts[1]
-    boolop = next((p for p in parts[2:] if p in _BOOL), None)
+def _setp(op, code, ctx):
+    typ = op_type(code)
+    cmp = code.compare
+    boolop = next((p for p in code.mods[1:] if p in _BOOL), None)
     names = dests(op.operands[0])
     rt = {"bf16": "b16", "f16x2": "b32", "bf16x2": "b32"}.get(typ, typ)
     if rt != typ:
@@ -469,17 +468,17 @@ def _setp(op, parts, ctx):
     return run
 
 
-def _set(op, parts, ctx):
+def _set(op, code, ctx):
     """set.cmp.dtype.stype: all ones (integer destination) or 1.0f for true, 0 for false."""
-    types = [p for p in parts[2:] if p in TYPES]
+    types = [p for p in code.mods[1:] if p in TYPES]
     if len(types) != 2 or types[0] not in ("u32", "s32", "b32", "f32"):
         raise Unsupported(f"{op.opcode!r}")
     dtyp, styp = types
-    boolop = next((p for p in parts[2:] if p in _BOOL), None)
+    boolop = next((p for p in code.mods[1:] if p in _BOOL), None)
     d = op.operands[0].name
     a, b = ctx.reader(op.operands[1], styp, op), ctx.reader(op.operands[2], styp, op)
     c = ctx.reader(op.operands[3], "pred", op) if boolop else None
-    compare = _compare(parts[1])
+    compare = _compare(code.compare)
     true = np.float32(1.0).view(np.uint32) if dtyp == "f32" else np.uint32(0xFFFFFFFF)
 
     def run(m, mask):
@@ -490,17 +489,17 @@ def _set(op, parts, ctx):
     return run
 
 
-def _selp(op, parts, ctx):
-    typ = op_type(parts)
+def _selp(op, code, ctx):
+    typ = op_type(code)
     d = op.operands[0].name
     a, b = ctx.reader(op.operands[1], typ, op), ctx.reader(op.operands[2], typ, op)
     c = ctx.reader(op.operands[3], "pred", op)
     return lambda m, mask: m.put(d, np.where(c(m), a(m), b(m)).astype(TYPES[typ]), mask)
 
 
-def _slct(op, parts, ctx):
+def _slct(op, code, ctx):
     """slct.dtype.{s32,f32} d, a, b, c: a where c >= 0 (-0 included, NaN not), else b."""
-    types = [p for p in parts[1:] if p in TYPES]
+    types = [p for p in code.types if p in TYPES]
     if len(types) != 2 or types[1] not in ("s32", "f32"):
         raise Unsupported(f"{op.opcode!r}")
     dtyp, ctyp = types
@@ -508,7 +507,7 @@ def _slct(op, parts, ctx):
     d = op.operands[0].name
     a, b = ctx.reader(op.operands[1], bt, op), ctx.reader(op.operands[2], bt, op)
     c = ctx.reader(op.operands[3], ctyp, op)
-    ftz = "ftz" in parts and ctyp == "f32"
+    ftz = "ftz" in code.mods and ctyp == "f32"
 
     def run(m, mask):
         cv = c(m)
@@ -520,25 +519,20 @@ def _slct(op, parts, ctx):
 
 # -- memory -----------------------------------------------------------------------------------------
 
-def _space(parts) -> str:
-    for s in ("global", "shared", "param", "local", "const"):
-        if s in parts:
-            return s
-    return "generic"
+_SPACES = ("global", "shared", "param", "local", "const")  # the interpreter's memories (else generic)
 
 
-def _access(op, parts, ctx, address) -> tuple:
+def _access(op, code, ctx, address) -> tuple:
     """(state space, vector length, bytes per element, address function, param-memory name)."""
-    space = _space(parts)
-    vec = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
+    space = code.space if code.space in _SPACES else "generic"
     addr, pm = ctx.address(address, op)
-    return space, vec, np.dtype(TYPES[op_type(parts)]).itemsize, addr, pm
+    return space, code.vector, np.dtype(TYPES[op_type(code)]).itemsize, addr, pm
 
 
-def _ld(op, parts, ctx):
-    space, vec, width, addr, pm = _access(op, parts, ctx, op.operands[1])
+def _ld(op, code, ctx):
+    space, vec, width, addr, pm = _access(op, code, ctx, op.operands[1])
     names = dests(op.operands[0]) if vec > 1 else [op.operands[0].name]
-    typ = op_type(parts)
+    typ = op_type(code)
     # a signed element narrower than its register is sign-extended to the register's width
     extend = [extend_to_register(ctx, name, typ) for name in names]
 
@@ -560,8 +554,8 @@ def _ld(op, parts, ctx):
     return run
 
 
-def _st(op, parts, ctx):
-    space, vec, width, addr, pm = _access(op, parts, ctx, op.operands[0])
+def _st(op, code, ctx):
+    space, vec, width, addr, pm = _access(op, code, ctx, op.operands[0])
     items = op.operands[1].items if vec > 1 else (op.operands[1],)
     readers = [ctx.reader(x, f"b{8 * width}" if width > 1 else "b8", op) for x in items]
 
@@ -582,8 +576,8 @@ def _st(op, parts, ctx):
 
 # -- warp-wide ----------------------------------------------------------------------------------------
 
-def _shfl(op, parts, ctx):
-    mode = parts[2]
+def _shfl(op, code, ctx):
+    mode = next((m for m in code.mods if m in ("up", "down", "bfly")), "idx")
     names = dests(op.operands[0])
     a = ctx.reader(op.operands[1], "b32", op)
     b = ctx.reader(op.operands[2], "u32", op)
@@ -618,7 +612,7 @@ def _shfl(op, parts, ctx):
     return run
 
 
-def _movmatrix(op, parts, ctx):
+def _movmatrix(op, code, ctx):
     d = op.operands[0].name
     a = ctx.reader(op.operands[1], "b32", op)
 
@@ -633,8 +627,13 @@ def _mma_registers(op) -> tuple:
     return tuple(dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
 
 
-def _mma(op, parts, ctx):
-    if "m16n8k32" not in parts or "e4m3" not in parts:
+def _e4m3_m16n8k32(code) -> bool:
+    """The mma the interpreter runs (rr.run.cpu.machine.mma_sync): m16n8k32 with e4m3 operands."""
+    return code.shape == (16, 8, 32) and "e4m3" in code.types
+
+
+def _mma(op, code, ctx):
+    if not _e4m3_m16n8k32(code):
         raise Unsupported(f"{op.opcode!r} (only m16n8k32 e4m3 mma)")
     d, a, b, c = _mma_registers(op)
     return lambda m, mask: mma_sync(m, op, mask, d, a, b, c)
@@ -657,8 +656,8 @@ def fuse_mma_runs(program) -> None:
     entries |= {op.pc + 1 for op in ops if op.call is not None}
 
     def fusable(op) -> bool:
-        return (op.kind == "plain" and op.guard is None and op.contract is None and op.opcode.startswith("mma.")
-                and "m16n8k32" in op.opcode.split(".") and "e4m3" in op.opcode.split("."))
+        return (op.kind == "plain" and op.guard is None and op.contract is None and op.code.family.name == "mma"
+                and _e4m3_m16n8k32(op.code))
 
     i = 0
     while i < len(ops):
@@ -695,19 +694,17 @@ def _block_check(m, op, mask):
         raise ExecutionError(f"{op.where()}: bar.sync reached by part of a block (a divergent barrier)")
 
 
-def _bar(op, parts, ctx):
-    if "warp" in parts:  # bar.warp.sync: the interpreter's warps run in lockstep
+def _bar(op, code, ctx):
+    if "warp" in code.mods:  # bar.warp.sync: the interpreter's warps run in lockstep
         return lambda m, mask: None
-    if "red" in parts:
-        return _bar_red(op, parts, ctx)
-    if "arrive" in parts or len(op.operands) > 1:
+    if "arrive" in code.mods or len(op.operands) > 1:
         raise Unsupported(f"{op.opcode!r} (named barriers with a thread count)")
     return lambda m, mask: _block_check(m, op, mask)
 
 
-def _bar_red(op, parts, ctx):
+def _bar_red(op, code, ctx):
     """bar.red.popc.u32 d, 0, {!}c (threads of the block with c true), bar.red.{and,or}.pred."""
-    kind = next((p for p in parts if p in ("popc", "and", "or")), None)
+    kind = next((p for p in code.mods if p in ("popc", "and", "or")), None)
     if kind is None or len(op.operands) != 3:
         raise Unsupported(f"{op.opcode!r}")
     d = op.operands[0].name
@@ -727,7 +724,7 @@ def _bar_red(op, parts, ctx):
     return run
 
 
-def _nothing(op, parts, ctx):
+def _nothing(op, code, ctx):
     """Memory fences and hints: the interpreter's memory is sequentially consistent."""
     return lambda m, mask: None
 
@@ -747,10 +744,10 @@ def _image(m, handle, op, surface: bool, mask):
     return m.images[i][0]
 
 
-def _tex(op, parts, ctx):
-    if "2d" not in parts or "v4" not in parts:
+def _tex(op, code, ctx):
+    if "2d" not in code.mods or code.vector != 4 or len(code.types) != 2:
         raise Unsupported(f"{op.opcode!r} (only tex.2d.v4 / tex.base.2d.v4)")
-    dtyp, ctyp = parts[-2], parts[-1]
+    dtyp, ctyp = code.types
     names = dests(op.operands[0])
     addr = op.operands[1]
     handle = ctx.reader(addr.base, "u64", op)
@@ -775,10 +772,10 @@ def _tex(op, parts, ctx):
     return run
 
 
-def _sust(op, parts, ctx):
-    if "2d" not in parts or "v4" not in parts or "b16" not in parts:
+def _sust(op, code, ctx):
+    if "2d" not in code.mods or code.vector != 4 or code.type != "b16":
         raise Unsupported(f"{op.opcode!r} (only sust.b.2d.v4.b16)")
-    mode = parts[-1]
+    mode = code.mods[-1]
     addr = op.operands[0]
     handle = ctx.reader(addr.base, "u64", op)
     x, y = (ctx.reader(c, "s32", op) for c in addr.extra[0].items[:2])
@@ -802,16 +799,18 @@ def _sust(op, parts, ctx):
     return run
 
 
-_HANDLERS = {
-    "mov": _mov, "cvta": _cvta, "cvt": compile_cvt, "setp": _setp, "set": _set, "selp": _selp, "slct": _slct,
-    "ld": _ld, "ldu": _ld, "st": _st, "isspacep": _isspacep, "testp": _testp,
-    "shfl": _shfl, "movmatrix": _movmatrix, "mma": _mma, "bar": _bar, "barrier": _bar, "tex": _tex,
-    "sust": _sust, "atom": atomic.compile_atom, "red": atomic.compile_atom,
-    "membar": _nothing, "fence": _nothing, "nanosleep": _nothing, "prefetch": _nothing, "prefetchu": _nothing,
+# family (rr.ptx.opcodes) -> compile(op, code, ctx); `by_family` checks every name against the table
+_HANDLERS = by_family({
+    "mov": _mov, "cvta": _cvta, "cvt": compile_cvt, "setp": _setp, "setp.bool": _setp, "set": _set, "selp": _selp,
+    "slct": _slct, "ld": _ld, "ldu": _ld, "st": _st, "isspacep": _isspacep, "testp": _testp,
+    "shfl": _shfl, "shfl.sync": _shfl, "movmatrix": _movmatrix, "mma": _mma, "bar": _bar, "barrier": _bar,
+    "bar.red": _bar_red, "barrier.red": _bar_red, "tex": _tex, "sust": _sust, "atom": atomic.compile_atom,
+    "red": atomic.compile_atom, "membar": _nothing, "fence": _nothing, "nanosleep": _nothing, "prefetch": _nothing,
+    "prefetchu": _nothing,
     **warp.HANDLERS,
     **{k: integer.HANDLERS[k] for k in ("lop3", "shf", "bfe", "bfi", "prmt", "brev", "clz", "popc", "bfind",
                                         "mul24", "mad24", "sad", "dp4a", "dp2a", "cnot", "addc", "subc", "madc")},
-    **{k: integer.HANDLERS[k] for k in integer.HANDLERS if k[0] == "v"},
+    **{k: integer.HANDLERS[k] for k in families(Kind.VIDEO) if k in integer.HANDLERS},
     **{k: _arith for k in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs", "and",
                            "or", "xor", "not", "shl", "shr", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "copysign")},
-}
+})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rr.ptx.model import Addr, Imm, Pair, Reg, Sink, Sym, Vec
+from rr.ptx.opcodes import Opcode
 from rr.run.cpu.machine import BITS, GLOBALS_BASE, PARAM_BASE, SPECIAL_REGISTERS, TYPES
 
 
@@ -18,11 +19,11 @@ class Unsupported(ValueError):
 ROUNDING = {"rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi"}
 
 
-def op_type(parts: list[str]) -> str:
-    """The instruction type: the last of the opcode's parts that names one."""
-    for p in reversed(parts):
-        if p in TYPES:
-            return p
+def op_type(code: Opcode) -> str:
+    """The instruction type: the last of the opcode's types that the interpreter holds."""
+    for t in reversed(code.types):
+        if t in TYPES:
+            return t
     raise Unsupported("no operand type in the opcode")
 
 

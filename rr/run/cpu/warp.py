@@ -37,8 +37,8 @@ def _member_reader(op, ctx, index):
     return ctx.reader(op.operands[index], "b32", op) if len(op.operands) > index else None
 
 
-def _vote(op, parts, ctx):
-    mode = next((p for p in parts[1:] if p in ("all", "any", "uni", "ballot")), None)
+def _vote(op, code, ctx):
+    mode = next((p for p in code.mods if p in ("all", "any", "uni", "ballot")), None)
     if mode is None:
         raise Unsupported(f"{op.opcode!r}")
     d = dests(op.operands[0])[0]
@@ -60,19 +60,19 @@ def _vote(op, parts, ctx):
     return run
 
 
-def _activemask(op, parts, ctx):
+def _activemask(op, code, ctx):
     d = dests(op.operands[0])[0]
     return lambda m, mask: m.put(d, _per_lane(_bits(_participants(m, mask, None))), mask)
 
 
-def _match(op, parts, ctx):
-    typ = parts[-1]
-    if typ not in ("b32", "b64") or not ({"any", "all"} & set(parts)):
+def _match(op, code, ctx):
+    typ = code.type
+    if typ not in ("b32", "b64") or not ({"any", "all"} & set(code.mods)):
         raise Unsupported(f"{op.opcode!r}")
     names = dests(op.operands[0])
     a = ctx.reader(op.operands[1], typ, op)
     member = _member_reader(op, ctx, 2)
-    every = "all" in parts
+    every = "all" in code.mods
 
     def run(m, mask):
         part = _participants(m, mask, member)
@@ -92,9 +92,9 @@ def _match(op, parts, ctx):
     return run
 
 
-def _redux(op, parts, ctx):
-    kind = next((p for p in parts[1:] if p in ("add", "min", "max", "and", "or", "xor")), None)
-    typ = parts[-1]
+def _redux(op, code, ctx):
+    kind = next((p for p in code.mods if p in ("add", "min", "max", "and", "or", "xor")), None)
+    typ = code.type
     if kind is None or typ not in ("u32", "s32", "b32"):
         raise Unsupported(f"{op.opcode!r}")
     d = dests(op.operands[0])[0]
@@ -119,7 +119,7 @@ def _redux(op, parts, ctx):
     return run
 
 
-def _elect(op, parts, ctx):
+def _elect(op, code, ctx):
     names = dests(op.operands[0])
     member = _member_reader(op, ctx, 1)
 
