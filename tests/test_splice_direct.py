@@ -38,7 +38,7 @@ def _splice(ptx: Path, entry: str, phase: int, out: Path) -> dict:
 
 
 def _movmatrix_count(statements) -> int:
-    return sum(1 for s in statements if is_movmatrix(s.opcode))
+    return sum(1 for s in statements if is_movmatrix(s.code))
 
 
 def _run_cpu(launch: Path, module: Path, out: Path) -> Path:
