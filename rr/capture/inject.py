@@ -17,6 +17,7 @@ import contextlib
 import enum
 import json
 import os
+import signal
 import statistics
 import tempfile
 from collections.abc import Iterator
@@ -92,7 +93,7 @@ class Process:
 
 def read_processes(directory: Path) -> list[Process]:
     """The interposer's records in `directory`, one Process per process, in pid order. A line cut
-    short (a process killed while writing it) is skipped."""
+    short (a process killed while writing it), or one the interposer did not write, is skipped."""
     out = []
     for path in sorted(directory.glob("*.jsonl"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1):
         if not path.stem.isdigit():
@@ -100,22 +101,26 @@ def read_processes(directory: Path) -> list[Process]:
         p = Process(int(path.stem))
         for line in path.read_text(errors="replace").splitlines():
             try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
+                _event(p, json.loads(line))
+            except (ValueError, KeyError, TypeError):  # json.JSONDecodeError, a word that is no Binding
                 continue
-            kind = event.get("event")
-            if kind == "decision":
-                p.decisions.append(Decision(p.pid, event["entry"], Binding(event["status"]), event["api"],
-                                            event["message"]))
-            elif kind == "launch_failed":
-                p.failures[event["entry"]] = event["message"]
-            elif kind == "launches":
-                p.launches = p.launches or {}
-                p.launches[event["entry"]] = (event["replaced"], event["original"])
-            elif kind == "times":
-                p.times[(event["entry"], event["replaced"])] = (event["ms"], event["untimed"], event["why"])
         out.append(p)
     return out
+
+
+def _event(p: Process, event: dict) -> None:
+    kind = event["event"]
+    if kind == "decision":
+        p.decisions.append(Decision(p.pid, str(event["entry"]), Binding(event["status"]), str(event["api"]),
+                                    str(event["message"])))
+    elif kind == "launch_failed":
+        p.failures[str(event["entry"])] = str(event["message"])
+    elif kind == "launches":
+        p.launches = p.launches or {}
+        p.launches[str(event["entry"])] = (int(event["replaced"]), int(event["original"]))
+    elif kind == "times":
+        p.times[(str(event["entry"]), bool(event["replaced"]))] = ([float(t) for t in event["ms"]],
+                                                                   int(event["untimed"]), str(event["why"]))
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class Outcome:
     exit_status: int
     processes: list  # Process
     found: tuple  # the Replacements given
+    killed_by: str | None = None  # the signal that ended the program (its exit status is 128 + its number)
 
     def launches(self, entry: str) -> tuple[int, int]:
         """(launches of the replacement, launches of the program's own code) over the processes that exited."""
@@ -200,7 +206,8 @@ def run_once(command: list[str], found: list[Replacement], timed: list[str] = ()
             status = children.run(command, env=env, stdin=None, group=False).returncode
         except OSError as e:
             raise CaptureError(f"{command[0]}: cannot run it ({e.strerror})") from None
-        return Outcome(128 - status if status < 0 else status, read_processes(directory), tuple(found))
+        return Outcome(128 - status if status < 0 else status, read_processes(directory), tuple(found),
+                       signal.Signals(-status).name if status < 0 else None)
 
 
 # -- timing -----------------------------------------------------------------------------------------

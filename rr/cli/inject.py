@@ -81,6 +81,8 @@ def cmd_inject(args) -> int:
     last = runs[-1]
     for line in last.summary():
         print(line)
+    if (failed or last).killed_by:
+        note(f"rr inject: {program[0]} was killed by {(failed or last).killed_by}")
     problems = list(dict.fromkeys(p for o in runs for p in o.problems()))
     record.update(runs=[o.record() for o in runs], problems=problems, exit_status=(failed or last).exit_status)
     if args.output:
