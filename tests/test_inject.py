@@ -143,7 +143,8 @@ def test_a_replacement_the_driver_cannot_load_is_reported_with_its_error_and_the
     done = inject(fake, tmp_path, "--module", f"rr_cap_list={newer}")
     assert done.returncode == 2 and "fake_app: in[1] = 1037" in done.stdout
     assert (f"rr inject: rr_cap_list: {newer} could not be loaded: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation "
-            "failed), error 218; the program's own rr_cap_list runs instead") in done.stderr
+            "failed), error 218: ptxas application ptx input, line 9; fatal   : the fake device is an sm_90; the "
+            "program's own rr_cap_list runs instead") in done.stderr  # the driver's error, and its JIT's first line
     assert "(load_failed)" in done.stderr
     assert [m for _, m, _ in launched(tmp_path)] == [0, 0, 0]
 

@@ -1067,6 +1067,18 @@ static CUcontext current_context(void) {
     return ctx;
 }
 
+/* the replacement loaded as a module (library, for a library's binding), the driver's JIT asked
+ * for its error log (`log`: where a PTX it refuses goes wrong) */
+static CUresult load_replacement(struct binding *b, char *log, size_t n) {
+    int options[2] = {5, 6};  /* CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+    void *values[2] = {log, (void *)(uintptr_t)n};
+    if (b->library)
+        return REAL(r_lib_load, "cuLibraryLoadData")
+                   ? r_lib_load((CUlibrary *)&b->repl_owner, b->j->image, options, values, 2, NULL, NULL, 0) : 999;
+    return REAL(r_mod_load_ex, "cuModuleLoadDataEx")
+               ? r_mod_load_ex((CUmodule *)&b->repl_owner, b->j->image, 2, options, values) : 999;
+}
+
 /* under the lock: the binding of `j` for the program's module or library `owner` (NULL: not
  * known; the handle `app` stands for it), made now — the replacement loaded and checked — unless
  * there is one. `api` says how the program got its handle. */
@@ -1081,18 +1093,17 @@ static struct binding *bind(struct inj *j, void *owner, int library, void *app, 
     if (!library) b->ctx = current_context();
     GROW(bindings, nbindings, capbindings);
     bindings[nbindings++] = b;
-    char msg[2048] = "", err[256];
+    char msg[2048] = "", err[256], log[1024] = "";
     int warn = 0;
     CUresult r = CUDA_SUCCESS;
     if (!inj_image(j)) {
         b->status = S_LOAD_FAILED;
         snprintf(msg, sizeof msg, "%s: cannot read rr's copy of it (%s)", j->shown, strerror(j->image_errno));
-    } else if (library ? !REAL(r_lib_load, "cuLibraryLoadData")
-                             || (r = r_lib_load((CUlibrary *)&b->repl_owner, j->image, NULL, NULL, 0, NULL, NULL, 0))
-                       : !REAL(r_mod_load, "cuModuleLoadData") || (r = r_mod_load((CUmodule *)&b->repl_owner, j->image))) {
+    } else if ((r = load_replacement(b, log, sizeof log)) != CUDA_SUCCESS) {
         b->status = S_LOAD_FAILED;
-        error_text(r ? r : 999, err, sizeof err);
-        snprintf(msg, sizeof msg, "%s could not be loaded: %s", j->shown, err);
+        error_text(r, err, sizeof err);
+        log[strcspn(log, "\n")] = 0;  /* the JIT's first line says where */
+        snprintf(msg, sizeof msg, "%s could not be loaded: %s%s%s", j->shown, err, *log ? ": " : "", log);
     } else if (library ? !REAL(r_lib_get_kernel, "cuLibraryGetKernel")
                              || (r = r_lib_get_kernel((CUkernel *)&b->repl, b->repl_owner, j->entry))
                        : !REAL(r_mod_get_fn, "cuModuleGetFunction") || (r = r_mod_get_fn((CUfunction *)&b->repl, b->repl_owner, j->entry))) {

@@ -241,7 +241,21 @@ static void ptx_variables(struct module *m, const char *text) {
     }
 }
 
-static CUresult load(struct module **out, const void *image) {
+/* the JIT's error log, where the loader was given one (CU_JIT_ERROR_LOG_BUFFER, …_SIZE_BYTES) */
+static void error_log(unsigned n, const int *options, void **values, const char *text) {
+    char *log = NULL;
+    size_t size = 0;
+    for (unsigned i = 0; options && i < n; i++) {
+        if (options[i] == 5) log = values[i];
+        if (options[i] == 6) size = (size_t)(uintptr_t)values[i];
+    }
+    if (log && size) snprintf(log, size, "%s", text);
+}
+
+static CUresult load_with(struct module **out, const void *image, unsigned n, const int *options, void **values);
+static CUresult load(struct module **out, const void *image) { return load_with(out, image, 0, NULL, NULL); }
+
+static CUresult load_with(struct module **out, const void *image, unsigned nopts, const int *options, void **values) {
     if (!image || nmodules == 64) return INVALID_VALUE;
     struct module *m = &modules[nmodules];
     memset(m, 0, sizeof *m);
@@ -255,7 +269,11 @@ static CUresult load(struct module **out, const void *image) {
         m->size = rd64(b + 0x28) + (size_t)(b[0x3a] | b[0x3b] << 8) * (size_t)(b[0x3c] | b[0x3d] << 8);
     } else {
         const char *text = image, *target = strstr(text, ".target sm_"), *marker;
-        if (target && atoi(target + 11) > 90) return INVALID_PTX;
+        if (target && atoi(target + 11) > 90) {
+            error_log(nopts, options, values, "ptxas application ptx input, line 9; fatal   : the fake device is an sm_90\n"
+                                              "ptx JIT compilation failed");
+            return INVALID_PTX;
+        }
         m->size = strlen(text);
         if ((marker = strstr(text, "rr-fake-variant: "))) m->variant = atoi(marker + 17);
         if ((marker = strstr(text, "rr-fake-ns: "))) m->ns = strtoull(marker + 12, NULL, 10);
@@ -325,15 +343,14 @@ static struct kernel kernels[] = {
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 
 CUresult cuModuleLoadData(struct module **m, const void *image) { return load(m, image); }
-CUresult cuModuleLoadDataEx(struct module **m, const void *image, unsigned n, void *o, void **v) {
-    (void)n; (void)o; (void)v;
-    return load(m, image);
+CUresult cuModuleLoadDataEx(struct module **m, const void *image, unsigned n, int *o, void **v) {
+    return load_with(m, image, n, o, v);
 }
 CUresult cuModuleLoadFatBinary(struct module **m, const void *image) { return load(m, image); }
-CUresult cuLibraryLoadData(struct module **lib, const void *code, void *jo, void **jv, unsigned nj, void *lo, void **lv,
+CUresult cuLibraryLoadData(struct module **lib, const void *code, int *jo, void **jv, unsigned nj, void *lo, void **lv,
                            unsigned nl) {
-    (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
-    return load(lib, code);
+    (void)lo; (void)lv; (void)nl;
+    return load_with(lib, code, nj, jo, jv);
 }
 CUresult cuModuleUnload(struct module *m) { m->loaded = 0; return OK; }
 CUresult cuLibraryUnload(struct module *lib) { lib->loaded = 0; return OK; }
