@@ -48,8 +48,8 @@ def inject(fake, tmp: Path, *options: str, program=("fake_app", "engine"), env=N
 def launched(tmp: Path) -> list[tuple[str, int, int]]:
     """(entry, module, variant) of each launch the fake driver ran, in order."""
     lines = (tmp / "log").read_text().splitlines() if (tmp / "log").exists() else []
-    return [(e, int(m), int(v)) for e, m, v in (re.fullmatch(r"\d+ launch (\S+) module=(\d+) variant=(\d+)", line).groups()
-                                                for line in lines if " launch " in line)]
+    found = (re.fullmatch(r"\d+ launch (\S+) module=(\d+) variant=(\d+)", line) for line in lines)
+    return [(m.group(1), int(m.group(2)), int(m.group(3))) for m in found if m]
 
 
 def record(path: Path) -> dict:
@@ -57,7 +57,8 @@ def record(path: Path) -> dict:
 
 
 def decisions(rec: dict) -> list[tuple[str, str, str]]:
-    return [(d["entry"], d["status"], d["api"]) for run in rec["runs"] for p in run["processes"] for d in p["decisions"]]
+    return [(d["entry"], d["status"], d["api"])
+            for run in rec["runs"] for p in run["processes"] for d in p["decisions"]]
 
 
 # -- substitution --------------------------------------------------------------------------------
@@ -118,6 +119,14 @@ def test_the_programs_module_variables_are_copied_to_the_replacement_and_a_globa
     assert "the program's rr_cap_launches is copied to it before each launch and back after it" in message
 
 
+def test_the_interposer_and_rr_speak_of_bindings_in_the_same_words():
+    from rr.capture.build import interposer_source
+    from rr.capture.inject import Binding
+
+    words = re.search(rb"STATUS_WORDS\[\] = \{([^}]*)\}", interposer_source()).group(1)
+    assert re.findall(rb'"(\w+)"', words) == [b.value.encode() for b in Binding]
+
+
 # -- refusals: before the program starts, or per module with the program's own code running -------
 
 def test_a_replacement_with_another_parameter_list_is_refused_and_the_programs_code_runs(fake, tmp_path):
@@ -167,15 +176,14 @@ def test_an_entry_the_program_never_gets_is_an_error_after_it_ran(fake, tmp_path
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda d, ptx: d / "absent.ptx", "{f}: no such file (--module rr_cap_list=FILE)"),
+    (lambda d, ptx: d / "absent.ptx", "{f}: no such file (the replacement of rr_cap_list)"),
     (lambda d, ptx: ptx, "{f}: defines no entry rr_cap_lost (its entries: rr_cap_struct, rr_cap_list, rr_cap_crash, "
                          "rr_cap_const)"),
     (lambda d, ptx: _write(d / "k.fatbin", bytes.fromhex("50ed55ba01001000") + bytes(8)),
      "{f}: a fatbin; rr inject takes the kernel's PTX or a cubin"),
     (lambda d, ptx: _write(d / "empty.ptx", b""), "{f}: an empty file, not a module"),
     (lambda d, ptx: _write(d / "junk.ptx", b"\x01\x02\0\x03"), "{f}: neither PTX text nor a cubin (ELF)"),
-    (lambda d, ptx: _write(d / "extern.ptx", ptx.read_bytes().replace(b".const .align 4 .b8 rr_cap_coef[16];",
-                                                                       b".extern .const .align 4 .b8 rr_cap_coef[16];")),
+    (lambda d, ptx: _write(d / "extern.ptx", ptx.read_bytes().replace(b".const .align 4", b".extern .const .align 4")),
      "{f}:14: an .extern variable: a replacement is loaded as a module of its own"),
     (lambda d, ptx: _write(d / "bad.ptx", ptx.read_bytes().replace(b"ld.param.u64", b"ld.param.u64 %%", 1)), "{f}:"),
 ], ids=["missing", "no-entry", "fatbin", "empty", "junk", "extern", "unparsable"])
@@ -261,7 +269,7 @@ def captures(fake, tmp_path_factory):
 
 def test_a_capture_with_a_replacement_says_which_launches_ran_it_and_holds_its_module(captures):
     d = captures["dir"]
-    assert "rr_cap_list: " in captures["done"]["other"].stdout and "ran in 2 launches" in captures["done"]["other"].stdout
+    assert f"rr_cap_list: {captures['other']} ran in 2 launches" in captures["done"]["other"].stdout
     launches = index(d / "other")["launches"]
     assert [(e["entry"], e["replaced"]) for e in launches] == [("rr_cap_struct", None), ("rr_cap_list", True),
                                                                 ("rr_cap_list", True)]

@@ -21,7 +21,7 @@ _SAME = ("entry", "grid", "block", "process_launch", "params_size")  # what corr
 class LaunchPair:
     index: int
     entry: str
-    replaced: tuple  # (A's, B's): True ran a replacement, False the program's own code of a replaced entry, None neither
+    replaced: tuple  # (A's, B's): True a replacement ran, False the program's own code of a replaced entry, None neither
     differing: tuple  # (buffer, what differs), in the launch's order
     compared: int  # buffers compared
 
@@ -56,8 +56,9 @@ class CaptureComparison:
             return f"{compared}, all {same} buffers byte-identical" + ("" if not self.problems else
                                                                         f"; but {len(self.problems)} problem(s) above")
         buffer, what = first.differing[0]
-        return (f"{compared}, {sum(not p.identical for p in self.pairs)} differ; first difference: launch {first.index} "
-                f"({first.entry}{_sides(first.replaced)}), buffer {buffer}: {what}")
+        differ = sum(not p.identical for p in self.pairs)
+        return (f"{compared}, {differ} differ; first difference: launch {first.index} ({first.entry}"
+                f"{_sides(first.replaced)}), buffer {buffer}: {what}")
 
     def record(self) -> dict:
         return {"a": str(self.a), "b": str(self.b), "identical": self.identical, "problems": self.problems,

@@ -34,20 +34,14 @@ MANIFEST = "manifest.tsv"
 
 
 class Binding(enum.StrEnum):
-    """What became of a replaced entry in one module of the program (the interposer's words)."""
+    """What became of a replaced entry in one module of the program: the interposer's words
+    (STATUS_WORDS), docs/capture.md's table."""
 
-    def __new__(cls, word: str, meaning: str):
-        member = str.__new__(cls, word)
-        member._value_ = word
-        member.meaning = meaning
-        return member
-
-    REPLACED = "replaced", "the program was handed the replacement's function: its launches run FILE's code"
-    LOAD_FAILED = "load_failed", "the driver could not load FILE (its error named): the program's own code runs"
-    NO_ENTRY = "no_entry", "the driver found no ENTRY in FILE once loaded: the program's own code runs"
-    PARAM_MISMATCH = "param_mismatch", "FILE's ENTRY takes other parameters than the program's: its own code runs"
-    VARIABLE_MISMATCH = "variable_mismatch", "a module variable FILE reads is another size in the program's " \
-                                             "module, or that module is unknown: the program's own code runs"
+    REPLACED = "replaced"  # the program was handed the replacement's function: its launches run FILE's code
+    LOAD_FAILED = "load_failed"  # the driver could not load FILE: the program's own code runs
+    NO_ENTRY = "no_entry"  # the driver finds no ENTRY in FILE once loaded: the program's own code runs
+    PARAM_MISMATCH = "param_mismatch"  # FILE's ENTRY takes other parameters: the program's own code runs
+    VARIABLE_MISMATCH = "variable_mismatch"  # a variable FILE reads differs, or the program's module is unknown
 
 
 @contextlib.contextmanager

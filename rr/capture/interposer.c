@@ -1018,9 +1018,9 @@ static CUresult global_of(int library, void *owner, const char *name, CUdevicept
 
 /* under the lock: the program's module variables the replacement reads, in the context `ctx` —
  * the same name and size — as a copy set of the binding (refused, `msg` says why, when one
- * differs); 0 when the driver cannot say them in this context (none is current: cudart may get a
- * kernel before it makes one), to be asked again at the launch */
-static int resolve_copies(struct binding *b, CUcontext ctx, char *msg, size_t n) {
+ * differs); the driver's error when it cannot say them in this context (none is current: cudart
+ * may get a kernel before it makes one), to be asked again at the launch */
+static CUresult resolve_copies(struct binding *b, CUcontext ctx, char *msg, size_t n) {
     struct inj *j = b->j;
     struct copies set = {ctx, NULL, 0, 0};
     for (size_t i = 0; i < j->nvars && !set.refused; i++) {
@@ -1041,7 +1041,7 @@ static int resolve_copies(struct binding *b, CUcontext ctx, char *msg, size_t n)
             append(msg, n, "; %s is the replacement's own (the program's module has none)", name);
         } else if (r != CUDA_SUCCESS || ra != CUDA_SUCCESS) {
             free(set.c);
-            return 0;
+            return r != CUDA_SUCCESS ? r : ra;
         } else if (asize != rsize) {
             set.refused = 1;
             msg[0] = 0;
@@ -1058,7 +1058,7 @@ static int resolve_copies(struct binding *b, CUcontext ctx, char *msg, size_t n)
     b->sets = realloc(b->sets, (b->nsets + 1) * sizeof *b->sets);
     if (!b->sets) abort();
     b->sets[b->nsets++] = set;
-    return 1;
+    return CUDA_SUCCESS;
 }
 
 static CUcontext current_context(void) {
@@ -1115,7 +1115,7 @@ static struct binding *bind(struct inj *j, void *owner, int library, void *app, 
         check_params(b, app, app_kernel, msg, sizeof msg, &warn);
     }
     if (b->status == S_REPLACED && j->nvars) {
-        if (!resolve_copies(b, current_context(), msg, sizeof msg))
+        if (resolve_copies(b, current_context(), msg, sizeof msg) != CUDA_SUCCESS)
             append(msg, sizeof msg, "; its module variables are matched with the program's at its first launch in a "
                                     "context");
         else if (b->sets[b->nsets - 1].refused)
@@ -1150,10 +1150,9 @@ static struct copies *launch_copies(struct binding *b) {
     for (size_t i = 0; i < b->nsets; i++) if (b->sets[i].ctx == ctx) return b->sets[i].refused ? NULL : &b->sets[i];
     char msg[2048] = "", err[256];
     snprintf(msg, sizeof msg, "in context %p", ctx);
-    if (!resolve_copies(b, ctx, msg, sizeof msg)) {
-        CUdeviceptr p;
-        size_t size;
-        error_text(global_of(b->library, b->owner, b->j->vars[0].name, &p, &size), err, sizeof err);
+    CUresult r = resolve_copies(b, ctx, msg, sizeof msg);
+    if (r != CUDA_SUCCESS) {
+        error_text(r, err, sizeof err);
         struct copies none = {ctx, NULL, 0, 1};
         b->sets = realloc(b->sets, (b->nsets + 1) * sizeof *b->sets);
         if (!b->sets) abort();

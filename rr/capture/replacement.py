@@ -42,7 +42,8 @@ class Replacement:
     variables: tuple  # Variable, …
 
     def record(self) -> dict:
-        return {"entry": self.entry, "file": str(self.path), "kind": self.kind, "params": [list(p) for p in self.params],
+        return {"entry": self.entry, "file": str(self.path), "kind": self.kind,
+                "params": [list(p) for p in self.params],
                 "variables": [{"name": v.name, "space": v.space} for v in self.variables]}
 
     @property
@@ -80,7 +81,7 @@ def read_replacement(entry: str, path: Path) -> Replacement:
     try:
         image = read_bytes(path, MAX_MODULE_BYTES, error=CaptureError)
     except FileNotFoundError:
-        raise CaptureError(f"{path}: no such file (--module {entry}=FILE)") from None
+        raise CaptureError(f"{path}: no such file (the replacement of {entry})") from None
     if image.startswith(b"\x7fELF"):
         return _cubin(entry, path, image)
     if image.startswith(MAGIC_BYTES):
@@ -153,7 +154,8 @@ def _cubin(entry: str, path: Path, image: bytes) -> Replacement:
         raise CaptureError(f"{path}: an ELF file whose headers rr cannot read: not a cubin ptxas wrote") from None
     entries = [name for name, kind, _ in symbols if kind == "FUNC"]
     if entry not in entries:
-        raise CaptureError(f"{path}: a cubin that defines no entry {entry} (its functions: {cut(', '.join(entries)) or 'none'})")
+        raise CaptureError(f"{path}: a cubin that defines no entry {entry} (its functions: "
+                           f"{cut(', '.join(entries)) or 'none'})")
     info = next(((off, size) for name, off, size in sections if name == f".nv.info.{entry}"), None)
     params = []
     at, end = info if info else (0, 0)

@@ -90,7 +90,8 @@ def cmd_inject(args) -> int:
     for line in problems:
         note(f"rr inject: {line}")
     if failed is not None:
-        note(f"rr: error: {program[0]} exited with status {failed.exit_status} in a timed run: the timing stopped there")
+        note(f"rr: error: {program[0]} exited with status {failed.exit_status} in a timed run: the timing stopped "
+             "there")
         return failed.exit_status
     if last.exit_status:
         return last.exit_status
