@@ -30,11 +30,28 @@
  *
  * Selection: $RR_CAPTURE_KERNELS, a POSIX extended regular expression searched in the entry name;
  * $RR_CAPTURE_LAUNCHES, "A-B,C-D" half-open ranges (B empty: open) of the index among the
- * launches that match the expression (0 is the first). */
+ * launches that match the expression (0 is the first).
+ *
+ * Injection (rr inject, rr capture --inject; rr/capture/inject.py): $RR_INJECT_DIR is a private
+ * directory rr made, holding manifest.tsv, one line each,
+ *   replace TAB ENTRY TAB IMAGE TAB VARS TAB SHOWN   ENTRY's code is replaced by that of IMAGE (a
+ *                                                    file of the directory: PTX with its NUL, or a
+ *                                                    cubin); VARS its module variables, NAME:c
+ *                                                    (.const) or NAME:g (.global), comma-separated,
+ *                                                    or -; SHOWN the user's name of the file
+ *   time TAB ENTRY                                   every launch of ENTRY is timed (CUDA events)
+ * When the program gets ENTRY from a module or library of its own (cuModuleGetFunction,
+ * cuLibraryGetKernel, or — for a handle got some other way — at its first launch), IMAGE is loaded
+ * beside that module, once, as a module (a library for a library), its parameter list and
+ * variables checked against the program's, and the program is handed IMAGE's function instead
+ * (a binding); everything else of its module stays the program's. Each process writes
+ * $RR_INJECT_DIR/<pid>.jsonl: a JSON object a line — each binding's decision when it is made, and
+ * at exit the launch counts and the times. */
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -52,10 +69,13 @@
 /* ---- the driver API's types, as cuda.h (CUDA 13) declares them on 64-bit Linux ---- */
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-typedef void *CUfunction, *CUmodule, *CUlibrary, *CUkernel, *CUstream, *CUarray, *CUcontext, *CUmemoryPool;
+typedef void *CUfunction, *CUmodule, *CUlibrary, *CUkernel, *CUstream, *CUarray, *CUcontext, *CUmemoryPool, *CUevent;
+typedef int CUdevice;
 typedef unsigned long long CUtexObject, CUsurfObject, CUmemGenericAllocationHandle;
 
 #define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_NOT_READY 600
 #define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
 #define CU_MEMORYTYPE_HOST 1
 #define CU_MEMORYTYPE_ARRAY 3
@@ -189,7 +209,11 @@ static int nranges;
 static unsigned long long launch_seq, match_seq, captured;
 
 struct alloc { CUdeviceptr base; size_t size; };
-struct named { void *h; void *owner; char *name; int kernel; };  /* a function or kernel (CUkernel): its name, its module or library */
+struct binding;
+/* a function or kernel (CUkernel): its name, its module or library; for an injected entry its
+ * binding, and whether the handle is the replacement's (is_repl) or the program's own, launched
+ * as the replacement (swap: a handle rr first saw at its launch) */
+struct named { void *h; void *owner; char *name; int kernel; struct binding *b; int is_repl, swap; };
 struct image { void *h; char file[48]; };                  /* a module or library: its module file */
 struct object { unsigned long long h; int kind; };         /* a texture (1) or surface (2) object */
 struct seen { char *name; unsigned long long launches; };
@@ -203,6 +227,8 @@ static struct seen *seen; static size_t nseen, capseen;
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { size_t c_ = (cap) ? 2 * (cap) : 64; void *p_ = realloc((arr), c_ * sizeof *(arr)); if (!p_) abort(); (arr) = p_; (cap) = c_; } } while (0)
 
 static void write_counts(void);
+static void read_manifest(void);
+static void reset_injection(void);
 static void forget_host_copies(void);
 static void release_host_copies(void);
 static void set_host_limit(void);
@@ -215,6 +241,8 @@ static void setup(void) {  /* under the lock; again in a forked child */
     launch_seq = match_seq = captured = 0;
     nseen = 0;
     forget_host_copies();  /* a forked child's: the parent's pinned buffers are not its own */
+    if (first) read_manifest();
+    else reset_injection();
     const char *dir = getenv("RR_CAPTURE_DIR");
     enabled = dir && *dir && strlen(dir) < PATH_MAX - 64;
     if (!enabled) return;
@@ -437,18 +465,55 @@ static void loaded(void *handle, const void *image) {
     if (o.failed) { unlink(tmp); if (ensure_procdir()) stop(&o, launch_seq, NULL); }
 }
 
-static struct named *named_of(void *h) {
-    for (size_t i = 0; i < nnamed; i++) if (named[i].h == h) return &named[i];
-    return NULL;
+/* the named handles by handle: open addressing, 1 + the index into `named` (0: empty), at most
+ * half full — every launch looks its handle up (a program may have thousands of kernels) */
+static size_t *named_index, named_slots;
+
+static size_t slot_of(const void *h) {
+    uint64_t x = (uint64_t)(uintptr_t)h;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return (size_t)x & (named_slots - 1);
 }
 
+static struct named *named_of(void *h) {
+    if (!named_slots) return NULL;
+    for (size_t i = slot_of(h);; i = (i + 1) & (named_slots - 1)) {
+        size_t k = named_index[i];
+        if (!k) return NULL;
+        if (named[k - 1].h == h) return &named[k - 1];
+    }
+}
+
+static void index_named(size_t k) {
+    if (2 * nnamed > named_slots) {
+        size_t slots = named_slots ? 2 * named_slots : 1024;
+        size_t *index = calloc(slots, sizeof *index);
+        if (!index) abort();
+        free(named_index);
+        named_index = index;
+        named_slots = slots;
+        for (size_t i = 0; i + 1 < nnamed; i++) index_named(i);
+    }
+    size_t i = slot_of(named[k].h);
+    while (named_index[i]) i = (i + 1) & (named_slots - 1);
+    named_index[i] = k + 1;
+}
+
+/* `h` is `name` of `owner` (again: a handle may be reused after an unload, so whatever was known of
+ * it is forgotten). Moves `named`: a pointer into it is stale after this. */
 static void note_named(void *h, void *owner, const char *name, int kernel) {
     if (!h) return;
     struct named *n = named_of(h);
-    if (!n) { GROW(named, nnamed, capnamed); n = &named[nnamed++]; n->h = h; n->name = NULL; }
+    if (!n) {
+        GROW(named, nnamed, capnamed);
+        n = &named[nnamed++];
+        n->h = h; n->name = NULL;
+        index_named(nnamed - 1);
+    }
     n->kernel = kernel;
     n->owner = owner;
-    if (name) { free(n->name); n->name = strdup(name); }
+    n->b = NULL; n->is_repl = n->swap = 0;
+    if (name && name != n->name) { free(n->name); n->name = strdup(name); }
 }
 
 /* ---- allocations and objects ---- */
@@ -490,6 +555,10 @@ struct launch_args {
     CUstream stream;
     void **params, **extra;
     const CUlaunchConfig *config;
+    struct binding *b;     /* the launch runs b's replacement */
+    struct copies *v;      /* with the program's module variables copied to it and back */
+    struct clock *t;       /* its CUDA events, when it is timed */
+    int injected;          /* 0: not an injected entry; 1: the program's own code runs; 2: the replacement */
 };
 
 static CUresult (*r_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
@@ -699,11 +768,638 @@ static void release_host_copies(void) {
 
 static void forget_host_copies(void) { npool = nstates = 0; held = 0; }
 
-#define MAX_PARAMS 4096
 #define MAX_REFS 4096
 
+/* the hooked module and library entry points' real functions (rr loads replacements with them) */
+static CUresult (*r_mod_load)(CUmodule *, const void *);
+static CUresult (*r_mod_load_ex)(CUmodule *, const void *, unsigned, void *, void **);
+static CUresult (*r_mod_load_fat)(CUmodule *, const void *);
+static CUresult (*r_mod_load_file)(CUmodule *, const char *);
+static CUresult (*r_lib_load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **, unsigned);
+static CUresult (*r_mod_get_fn)(CUfunction *, CUmodule, const char *);
+static CUresult (*r_lib_get_kernel)(CUkernel *, CUlibrary, const char *);
+static CUresult (*r_kernel_get_fn)(CUfunction *, CUkernel);
+static CUresult (*r_lib_get_mod)(CUmodule *, CUlibrary);
+
+#define MAX_PARAMS 4096
+
+/* The parameter list (offsets and sizes) of a function, or of a kernel (CUkernel: cudart's
+ * handles) through cuKernelGetParamInfo: how many, or -1 when the driver cannot say (no
+ * cuFuncGetParamInfo before CUDA 12.4, or another error than the index's being past the end). */
+static int param_list(void *h, int kernel, size_t *offs, size_t *sizes, size_t max) {
+    CUresult (*info)(void *, size_t, size_t *, size_t *) = NULL;
+    if (kernel && REAL(p_kernel_param, "cuKernelGetParamInfo"))
+        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_kernel_param;
+    else if (REAL(p_func_param, "cuFuncGetParamInfo"))
+        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_func_param;
+    if (!info) return -1;
+    size_t n = 0;
+    CUresult r = CUDA_SUCCESS;
+    while (n < max && (r = info(h, n, &offs[n], &sizes[n])) == CUDA_SUCCESS) n++;
+    return n == max || r == CUDA_ERROR_INVALID_VALUE ? (int)n : -1;
+}
+
+/* ---- injection: an entry's code replaced by another module's ---- */
+enum { S_REPLACED, S_LOAD_FAILED, S_NO_ENTRY, S_PARAM_MISMATCH, S_VARIABLE_MISMATCH };
+/* the words of rr.capture.inject.Binding */
+static const char *STATUS_WORDS[] = {"replaced", "load_failed", "no_entry", "param_mismatch", "variable_mismatch"};
+
+struct var { char *name; int writable; };  /* a module variable of the replacement: .global (writable) or .const */
+struct inj {                                /* an entry to replace (a manifest line) */
+    char *entry, *image_path, *shown;
+    struct var *vars; size_t nvars;
+    unsigned char *image; int image_errno;  /* read at the first binding */
+    unsigned long long replaced, original;  /* launches of the replacement, of the program's own code */
+    int launch_failed;                      /* a launch of the replacement failed: said once */
+};
+struct copy { CUdeviceptr app, repl; size_t size; int writable; };
+/* the program's variables the replacement gets before each launch, and gives back after it, in one
+ * context (a library's variables are the context's); refused: one differs, the program's own code
+ * runs there */
+struct copies { CUcontext ctx; struct copy *c; size_t n; int refused; };
+struct binding {                           /* the replacement for one module (or library) of the program */
+    struct inj *j;
+    void *owner;                            /* the program's module or library (the handle, when not known) */
+    void *app;                              /* the program's own function (kernel) of the entry */
+    int known_owner, library, app_kernel, dead;  /* dead: its module was unloaded, its context destroyed */
+    CUcontext ctx;                          /* a module's context */
+    void *repl_owner, *repl;                /* the replacement's module (library) and function (kernel) */
+    int status;
+    struct copies *sets; size_t nsets;
+};
+struct timed { char *entry; int replaced; double *ms; size_t n, cap; unsigned long long untimed; char why[320]; };
+struct clock { CUevent start, end; size_t timed; int ok; };
+
+static int injecting;  /* RR_INJECT_DIR's manifest was read */
+static char inject_dir[PATH_MAX];
+static struct inj *injs; static size_t ninjs, capinjs;
+static char **timed_names; static size_t ntimed_names, captimed_names;
+static struct binding **bindings; static size_t nbindings, capbindings;
+static struct timed *timeds; static size_t ntimeds, captimeds;
+static struct clock *pending; static size_t pending_head, npending, cappending;  /* recorded, not yet read */
+static CUevent *spare; static size_t nspare, capspare;
+static FILE *inject_log;
+
+static CUresult (*p_err_name)(CUresult, const char **);
+static CUresult (*p_err_string)(CUresult, const char **);
+static CUresult (*p_ctx_current)(CUcontext *);
+static CUresult (*p_mod_global)(CUdeviceptr *, size_t *, CUmodule, const char *);
+static CUresult (*p_lib_global)(CUdeviceptr *, size_t *, CUlibrary, const char *);
+static CUresult (*p_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*p_dtod_async_ptsz)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*p_event_create)(CUevent *, unsigned);
+static CUresult (*p_event_record)(CUevent, CUstream);
+static CUresult (*p_event_record_ptsz)(CUevent, CUstream);
+static CUresult (*p_event_query)(CUevent);
+static CUresult (*p_event_sync)(CUevent);
+static CUresult (*p_event_elapsed)(float *, CUevent, CUevent);
+static CUresult (*p_stream_capturing)(CUstream, int *);
+static CUresult (*p_stream_capturing_ptsz)(CUstream, int *);
+static CUresult (*p_mod_unload)(CUmodule);
+static CUresult (*p_lib_unload)(CUlibrary);
+
+static void inject_exit(void);
+
+/* "NAME (what it means), error N", the driver's words for a result */
+static void error_text(CUresult r, char *out, size_t n) {
+    const char *name = NULL, *text = NULL;
+    if (REAL(p_err_name, "cuGetErrorName")) p_err_name(r, &name);
+    if (REAL(p_err_string, "cuGetErrorString")) p_err_string(r, &text);
+    snprintf(out, n, "%s (%s), error %d", name ? name : "CUDA error", text ? text : "no description", r);
+}
+
+static void append(char *out, size_t n, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *out, size_t n, const char *format, ...) {
+    size_t used = strlen(out);
+    if (used + 1 >= n) return;
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(out + used, n - used, format, ap);
+    va_end(ap);
+}
+
+static char *copy_of(const char *s) { char *c = strdup(s); if (!c) abort(); return c; }
+
+/* the manifest, once per program (a forked child keeps its parent's) */
+static void read_manifest(void) {
+    const char *dir = getenv("RR_INJECT_DIR");
+    if (!dir || !*dir || strlen(dir) >= PATH_MAX - 64) return;
+    snprintf(inject_dir, sizeof inject_dir, "%s", dir);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/manifest.tsv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "rr inject: %s: %s; nothing is replaced or timed\n", path, strerror(errno));
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\n")] = 0;
+        char *field[5] = {0}, *rest = line;
+        size_t n = 0;
+        while (n < 5 && rest) { field[n++] = rest; rest = strchr(rest, '\t'); if (rest) *rest++ = 0; }
+        if (n == 2 && strcmp(field[0], "time") == 0) {
+            GROW(timed_names, ntimed_names, captimed_names);
+            timed_names[ntimed_names++] = copy_of(field[1]);
+        } else if (n == 5 && strcmp(field[0], "replace") == 0) {
+            GROW(injs, ninjs, capinjs);
+            struct inj *j = &injs[ninjs++];
+            memset(j, 0, sizeof *j);
+            j->entry = copy_of(field[1]);
+            snprintf(path, sizeof path, "%s/%s", dir, field[2]);
+            j->image_path = copy_of(path);
+            j->shown = copy_of(field[4]);
+            for (char *v = strcmp(field[3], "-") ? field[3] : NULL, *next; v && *v; v = next) {
+                next = strchr(v, ',');
+                if (next) *next++ = 0;
+                char *colon = strrchr(v, ':');
+                if (!colon) continue;
+                *colon = 0;
+                j->vars = realloc(j->vars, (j->nvars + 1) * sizeof *j->vars);
+                if (!j->vars) abort();
+                j->vars[j->nvars].name = copy_of(v);
+                j->vars[j->nvars++].writable = colon[1] == 'g';
+            }
+        }
+    }
+    free(line);
+    fclose(f);
+    injecting = 1;
+    atexit(inject_exit);
+}
+
+/* a forked child: the parent's bindings, counts and events are not its own (CUDA does not cross a fork) */
+static void reset_injection(void) {
+    for (size_t i = 0; i < nbindings; i++) bindings[i]->dead = 1;
+    for (size_t i = 0; i < ninjs; i++) injs[i].replaced = injs[i].original = 0, injs[i].launch_failed = 0;
+    for (size_t i = 0; i < ntimeds; i++) timeds[i].n = 0, timeds[i].untimed = 0;
+    pending_head = npending = nspare = 0;
+    inject_log = NULL;  /* the parent's stream: left to it */
+}
+
+static FILE *inject_record(void) {
+    if (!inject_log && injecting) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%d.jsonl", inject_dir, (int)getpid());
+        inject_log = fopen(path, "a");
+        if (inject_log) setvbuf(inject_log, NULL, _IOLBF, 0);  /* each line on disk as it is written */
+    }
+    return inject_log;
+}
+
+static struct inj *inj_of(const char *name) {
+    for (size_t i = 0; name && i < ninjs; i++) if (strcmp(injs[i].entry, name) == 0) return &injs[i];
+    return NULL;
+}
+
+static int inj_image(struct inj *j) {
+    if (j->image) return 1;
+    FILE *f = fopen(j->image_path, "rb");
+    if (!f) { j->image_errno = errno; return 0; }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    j->image = n > 0 ? calloc(1, (size_t)n + 1) : NULL;  /* a NUL after it: PTX text ends there */
+    if (!j->image || fread(j->image, 1, (size_t)n, f) != (size_t)n) { j->image_errno = errno ? errno : EIO; free(j->image); j->image = NULL; }
+    fclose(f);
+    return j->image != NULL;
+}
+
+/* a binding's decision: in the process's record, and on stderr unless the replacement is in place
+ * without a warning */
+static void decide(const struct inj *j, int status, const char *api, const char *message, int warn) {
+    FILE *f = inject_record();
+    if (f) {
+        fprintf(f, "{\"event\": \"decision\", \"entry\": ");
+        json_string(f, j->entry);
+        fprintf(f, ", \"status\": \"%s\", \"api\": \"%s\", \"message\": ", STATUS_WORDS[status], api);
+        json_string(f, message);
+        fputs("}\n", f);
+    }
+    if (status != S_REPLACED)
+        fprintf(stderr, "rr inject: %s: %s; the program's own %s runs instead\n", j->entry, message, j->entry);
+    else if (warn)
+        fprintf(stderr, "rr inject: %s: %s\n", j->entry, message);
+}
+
+static void list_params(char *out, size_t n, const size_t *offs, const size_t *sizes, int count) {
+    if (count == 0) append(out, n, "none");
+    for (int i = 0; i < count; i++) append(out, n, "%s%zu:%zu", i ? ", " : "", offs[i], sizes[i]);
+}
+
+/* the replacement's parameter list against the program's function (or kernel) `app` */
+static void check_params(struct binding *b, void *app, int app_kernel, char *msg, size_t n, int *warn) {
+    static size_t ao[MAX_PARAMS], as[MAX_PARAMS], ro[MAX_PARAMS], rs[MAX_PARAMS];
+    int na = param_list(app, app_kernel, ao, as, MAX_PARAMS), nr = param_list(b->repl, b->library, ro, rs, MAX_PARAMS);
+    if (na < 0 || nr < 0) {
+        append(msg, n, "; its parameters are not checked against the program's (the driver cannot say them: "
+                       "cuFuncGetParamInfo needs CUDA 12.4)");
+        *warn = 1;
+        return;
+    }
+    int same = na == nr;
+    for (int i = 0; same && i < na; i++) same = ao[i] == ro[i] && as[i] == rs[i];
+    if (same) { append(msg, n, "; its %d parameters are the program's", na); return; }
+    b->status = S_PARAM_MISMATCH;
+    msg[0] = 0;
+    append(msg, n, "%s's parameters (offset:size) are ", b->j->shown);
+    list_params(msg, n, ro, rs, nr);
+    append(msg, n, ", the program's ");
+    list_params(msg, n, ao, as, na);
+}
+
+static CUresult global_of(int library, void *owner, const char *name, CUdeviceptr *p, size_t *size) {
+    if (library) return REAL(p_lib_global, "cuLibraryGetGlobal") ? p_lib_global(p, size, owner, name) : 999;
+    return REAL(p_mod_global, "cuModuleGetGlobal_v2") ? p_mod_global(p, size, owner, name) : 999;
+}
+
+#define CUDA_ERROR_NOT_FOUND 500
+
+/* under the lock: the program's module variables the replacement reads, in the context `ctx` —
+ * the same name and size — as a copy set of the binding (refused, `msg` says why, when one
+ * differs); the driver's error when it cannot say them in this context (none is current: cudart
+ * may get a kernel before it makes one), to be asked again at the launch */
+static CUresult resolve_copies(struct binding *b, CUcontext ctx, char *msg, size_t n) {
+    struct inj *j = b->j;
+    struct copies set = {ctx, NULL, 0, 0};
+    for (size_t i = 0; i < j->nvars && !set.refused; i++) {
+        const char *name = j->vars[i].name;
+        CUdeviceptr rp = 0, ap = 0;
+        size_t rsize = 0, asize = 0;
+        CUresult r = global_of(b->library, b->repl_owner, name, &rp, &rsize);
+        if (r == CUDA_ERROR_NOT_FOUND) continue;  /* not in the loaded code: the replacement does not use it */
+        if (r == CUDA_SUCCESS && !b->known_owner) {
+            set.refused = 1;
+            msg[0] = 0;
+            append(msg, n, "the replacement reads the module variable %s, and rr does not know the program's module of "
+                           "this handle (it was got through a call rr does not hook) to give it the program's", name);
+            break;
+        }
+        CUresult ra = r == CUDA_SUCCESS ? global_of(b->library, b->owner, name, &ap, &asize) : r;
+        if (ra == CUDA_ERROR_NOT_FOUND) {
+            append(msg, n, "; %s is the replacement's own (the program's module has none)", name);
+        } else if (r != CUDA_SUCCESS || ra != CUDA_SUCCESS) {
+            free(set.c);
+            return r != CUDA_SUCCESS ? r : ra;
+        } else if (asize != rsize) {
+            set.refused = 1;
+            msg[0] = 0;
+            append(msg, n, "the module variable %s is %zu bytes in %s, %zu in the program's module", name, rsize,
+                   j->shown, asize);
+        } else {
+            set.c = realloc(set.c, (set.n + 1) * sizeof *set.c);
+            if (!set.c) abort();
+            set.c[set.n++] = (struct copy){ap, rp, asize, j->vars[i].writable};
+            append(msg, n, "; the program's %s is copied to it before each launch%s", name,
+                   j->vars[i].writable ? " and back after it" : "");
+        }
+    }
+    b->sets = realloc(b->sets, (b->nsets + 1) * sizeof *b->sets);
+    if (!b->sets) abort();
+    b->sets[b->nsets++] = set;
+    return CUDA_SUCCESS;
+}
+
+static CUcontext current_context(void) {
+    CUcontext ctx = NULL;
+    if (REAL(p_ctx_current, "cuCtxGetCurrent")) p_ctx_current(&ctx);
+    return ctx;
+}
+
+/* the replacement loaded as a module (library, for a library's binding), the driver's JIT asked
+ * for its error log (`log`: where a PTX it refuses goes wrong) */
+static CUresult load_replacement(struct binding *b, char *log, size_t n) {
+    int options[2] = {5, 6};  /* CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+    void *values[2] = {log, (void *)(uintptr_t)n};
+    if (b->library)
+        return REAL(r_lib_load, "cuLibraryLoadData")
+                   ? r_lib_load((CUlibrary *)&b->repl_owner, b->j->image, options, values, 2, NULL, NULL, 0) : 999;
+    return REAL(r_mod_load_ex, "cuModuleLoadDataEx")
+               ? r_mod_load_ex((CUmodule *)&b->repl_owner, b->j->image, 2, options, values) : 999;
+}
+
+/* under the lock: the binding of `j` for the program's module or library `owner` (NULL: not
+ * known; the handle `app` stands for it), made now — the replacement loaded and checked — unless
+ * there is one. `api` says how the program got its handle. */
+static struct binding *bind(struct inj *j, void *owner, int library, void *app, int app_kernel, const char *api) {
+    void *key = owner ? owner : app;
+    for (size_t i = 0; i < nbindings; i++)
+        if (!bindings[i]->dead && bindings[i]->j == j && bindings[i]->owner == key) return bindings[i];
+    struct binding *b = calloc(1, sizeof *b);
+    if (!b) abort();
+    b->j = j; b->owner = key; b->app = app; b->known_owner = owner != NULL; b->library = library;
+    b->app_kernel = app_kernel; b->status = S_REPLACED;
+    if (!library) b->ctx = current_context();
+    GROW(bindings, nbindings, capbindings);
+    bindings[nbindings++] = b;
+    char msg[2048] = "", err[256], log[1024] = "";
+    int warn = 0;
+    CUresult r = CUDA_SUCCESS;
+    if (!inj_image(j)) {
+        b->status = S_LOAD_FAILED;
+        snprintf(msg, sizeof msg, "%s: cannot read rr's copy of it (%s)", j->shown, strerror(j->image_errno));
+    } else if ((r = load_replacement(b, log, sizeof log)) != CUDA_SUCCESS) {
+        b->status = S_LOAD_FAILED;
+        error_text(r, err, sizeof err);
+        log[strcspn(log, "\n")] = 0;  /* the JIT's first line says where */
+        snprintf(msg, sizeof msg, "%s could not be loaded: %s%s%s", j->shown, err, *log ? ": " : "", log);
+    } else if (library ? !REAL(r_lib_get_kernel, "cuLibraryGetKernel")
+                             || (r = r_lib_get_kernel((CUkernel *)&b->repl, b->repl_owner, j->entry))
+                       : !REAL(r_mod_get_fn, "cuModuleGetFunction") || (r = r_mod_get_fn((CUfunction *)&b->repl, b->repl_owner, j->entry))) {
+        b->status = S_NO_ENTRY;
+        error_text(r ? r : 999, err, sizeof err);
+        snprintf(msg, sizeof msg, "%s loaded, but the driver finds no %s in it: %s", j->shown, j->entry, err);
+    } else {
+        snprintf(msg, sizeof msg, "replaced by %s", j->shown);
+        check_params(b, app, app_kernel, msg, sizeof msg, &warn);
+    }
+    if (b->status == S_REPLACED && j->nvars) {
+        if (resolve_copies(b, current_context(), msg, sizeof msg) != CUDA_SUCCESS)
+            append(msg, sizeof msg, "; its module variables are matched with the program's at its first launch in a "
+                                    "context");
+        else if (b->sets[b->nsets - 1].refused)
+            b->status = S_VARIABLE_MISMATCH;
+    }
+    if (b->status == S_REPLACED) {
+        loaded(b->repl_owner, j->image);  /* a capture's module file: its launches ran this code */
+        note_named(b->repl, b->repl_owner, j->entry, library);
+        struct named *n = named_of(b->repl);
+        n->b = b;
+        n->is_repl = 1;
+    }
+    decide(j, b->status, api, msg, warn);
+    return b;
+}
+
+/* under the lock: the program got `*h`, `name` of its module or library `owner`; an injected
+ * entry's handle becomes the replacement's */
+static void injected_handle(void **h, void *owner, int library, const char *name, int kernel, const char *api) {
+    struct inj *j = inj_of(name);
+    struct named *n = named_of(*h);
+    if (!j || !n || n->is_repl) return;
+    struct binding *b = bind(j, owner, library, *h, kernel, api);
+    named_of(*h)->b = b;  /* looked up again: bind() may have moved the table */
+    if (b->status == S_REPLACED) *h = b->repl;
+}
+
+/* under the lock: the copy set of a replaced launch's context, made at its first launch there; NULL
+ * when the program's own code must run there instead (a variable that differs: said once) */
+static struct copies *launch_copies(struct binding *b) {
+    CUcontext ctx = current_context();
+    for (size_t i = 0; i < b->nsets; i++) if (b->sets[i].ctx == ctx) return b->sets[i].refused ? NULL : &b->sets[i];
+    char msg[2048] = "", err[256];
+    snprintf(msg, sizeof msg, "in context %p", ctx);
+    CUresult r = resolve_copies(b, ctx, msg, sizeof msg);
+    if (r != CUDA_SUCCESS) {
+        error_text(r, err, sizeof err);
+        struct copies none = {ctx, NULL, 0, 1};
+        b->sets = realloc(b->sets, (b->nsets + 1) * sizeof *b->sets);
+        if (!b->sets) abort();
+        b->sets[b->nsets++] = none;
+        snprintf(msg, sizeof msg, "the module variables of the program's module cannot be looked up at the launch: %s", err);
+    }
+    struct copies *set = &b->sets[b->nsets - 1];
+    decide(b->j, set->refused ? S_VARIABLE_MISMATCH : S_REPLACED, "launch", msg, 0);
+    return set->refused ? NULL : set;
+}
+
+/* under the lock: the launch's injection — the program's own handle swapped for the replacement's
+ * where rr first sees it now, the program's variables given to it — and the count; whether the
+ * replacement runs */
+static int inject_launch(struct launch_args *a, const char *name, void *owner) {
+    struct named *n = named_of(a->f);
+    struct binding *b = n && n->b && !n->b->dead ? n->b : NULL;
+    if (!b && !(n && n->is_repl)) {
+        struct inj *j = inj_of(name);
+        if (!j || !n) return 0;
+        /* a handle got without a hooked call: its module if the driver says it, else loaded as a library */
+        b = bind(j, owner, owner == NULL, a->f, n->kernel, "launch");
+        n = named_of(a->f);
+        n->b = b;
+        n->swap = 1;
+    }
+    if (!b) return 0;
+    int replaced = b->status == S_REPLACED;
+    if (replaced && b->j->nvars && !(a->v = launch_copies(b))) {
+        replaced = 0;  /* this context's variables differ: the program's own code, as a refused binding runs it */
+        if (n->is_repl && b->app) a->f = b->app;
+    }
+    if (replaced && n->swap) a->f = b->repl;
+    if (replaced) { b->j->replaced++; a->b = b; }
+    else b->j->original++;
+    a->injected = 1 + replaced;
+    return replaced;
+}
+
+/* under the lock: a launch of the replacement the driver refused (too many registers for the
+ * block, say), said once per entry: the program sees the error, rr says whose code it was */
+static void launch_failed(const struct launch_args *a, CUresult r) {
+    struct inj *j = a->b->j;
+    if (j->launch_failed) return;
+    j->launch_failed = 1;
+    char err[256];
+    error_text(r, err, sizeof err);
+    fprintf(stderr, "rr inject: %s: a launch of the replacement (%s) failed: %s; the program gets this error\n",
+            j->entry, j->shown, err);
+    FILE *f = inject_record();
+    if (f) {
+        fprintf(f, "{\"event\": \"launch_failed\", \"entry\": ");
+        json_string(f, j->entry);
+        fprintf(f, ", \"message\": ");
+        json_string(f, err);
+        fputs("}\n", f);
+    }
+}
+
+/* the replacement's module variables: the program's copied in before the launch, on its stream,
+ * and a .global's copied back after it */
+static CUresult copy_variables(const struct launch_args *a, int back) {
+    int ptsz = a->api == 1 || a->api == 3;
+    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        ptsz ? REAL(p_dtod_async_ptsz, "cuMemcpyDtoDAsync_v2_ptsz") : REAL(p_dtod_async, "cuMemcpyDtoDAsync_v2");
+    CUstream s = a->config ? a->config->hStream : a->stream;
+    for (size_t i = 0; i < a->v->n; i++) {
+        const struct copy *c = &a->v->c[i];
+        if (back && !c->writable) continue;
+        CUresult r = dtod ? (back ? dtod(c->app, c->repl, c->size, s) : dtod(c->repl, c->app, c->size, s)) : 999;
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- timing: CUDA events on the launch's own stream, read later ---- */
+static size_t timed_index(const char *name, int replaced) {
+    size_t i;
+    for (i = 0; i < ntimed_names && strcmp(timed_names[i], name) != 0; i++) {}
+    if (i == ntimed_names) return (size_t)-1;
+    for (i = 0; i < ntimeds; i++) if (timeds[i].replaced == replaced && strcmp(timeds[i].entry, name) == 0) return i;
+    GROW(timeds, ntimeds, captimeds);
+    memset(&timeds[ntimeds], 0, sizeof timeds[ntimeds]);
+    timeds[ntimeds].entry = copy_of(name);
+    timeds[ntimeds].replaced = replaced;
+    return ntimeds++;
+}
+
+static void untimed(struct timed *t, const char *why) {
+    t->untimed++;
+    snprintf(t->why, sizeof t->why, "%s", why);
+}
+
+static CUevent event_get(void) {
+    if (nspare) return spare[--nspare];
+    CUevent e = NULL;
+    return REAL(p_event_create, "cuEventCreate") && p_event_create(&e, 0) == CUDA_SUCCESS ? e : NULL;
+}
+
+static void event_put(CUevent e) {
+    if (!e) return;
+    GROW(spare, nspare, capspare);
+    spare[nspare++] = e;
+}
+
+/* the pending events read, in the order recorded: those that have completed (`wait`: all, waiting) */
+static void harvest(int wait) {
+    while (pending_head < npending) {
+        struct clock *c = &pending[pending_head];
+        CUresult r = wait ? (REAL(p_event_sync, "cuEventSynchronize") ? p_event_sync(c->end) : 999)
+                          : (REAL(p_event_query, "cuEventQuery") ? p_event_query(c->end) : 999);
+        if (!wait && r == CUDA_ERROR_NOT_READY) break;
+        float ms = 0;
+        struct timed *t = &timeds[c->timed];
+        if (r == CUDA_SUCCESS && REAL(p_event_elapsed, "cuEventElapsedTime")) r = p_event_elapsed(&ms, c->start, c->end);
+        if (r == CUDA_SUCCESS) {
+            GROW(t->ms, t->n, t->cap);
+            t->ms[t->n++] = ms;
+        } else {
+            char err[256], why[320];
+            error_text(r, err, sizeof err);
+            snprintf(why, sizeof why, "its events could not be read: %s", err);
+            untimed(t, why);
+        }
+        event_put(c->start);
+        event_put(c->end);
+        pending_head++;
+    }
+    if (pending_head == npending) pending_head = npending = 0;
+}
+
+/* under the lock: a timed launch's events, or 0 (counted untimed, with why) */
+static int timing_begin(const struct launch_args *a, size_t index, struct clock *c) {
+    harvest(0);
+    struct timed *t = &timeds[index];
+    int ptsz = a->api == 1 || a->api == 3, capturing = 0;
+    CUstream s = a->config ? a->config->hStream : a->stream;
+    CUresult (*is_capturing)(CUstream, int *) =
+        ptsz ? REAL(p_stream_capturing_ptsz, "cuStreamIsCapturing_ptsz") : REAL(p_stream_capturing, "cuStreamIsCapturing");
+    if (is_capturing && is_capturing(s, &capturing) == CUDA_SUCCESS && capturing) {
+        untimed(t, "its stream was capturing a CUDA graph (the launch is a graph node, run later)");
+        return 0;
+    }
+    c->start = event_get();
+    c->end = event_get();
+    c->timed = index;
+    c->ok = 1;
+    if (!c->start || !c->end) {
+        event_put(c->start);
+        event_put(c->end);
+        untimed(t, "cuEventCreate failed");
+        return 0;
+    }
+    return 1;
+}
+
+static void record_event(struct clock *c, CUevent e, const struct launch_args *a) {
+    int ptsz = a->api == 1 || a->api == 3;
+    CUresult (*record)(CUevent, CUstream) =
+        ptsz ? REAL(p_event_record_ptsz, "cuEventRecord_ptsz") : REAL(p_event_record, "cuEventRecord");
+    if (!record || record(e, a->config ? a->config->hStream : a->stream) != CUDA_SUCCESS) c->ok = 0;
+}
+
+/* under the lock: the launch's events go to be read later (a failed launch's are given back) */
+static void timing_end(struct clock *c, CUresult r) {
+    if (r != CUDA_SUCCESS || !c->ok) {
+        if (r == CUDA_SUCCESS) untimed(&timeds[c->timed], "cuEventRecord failed");
+        event_put(c->start);
+        event_put(c->end);
+        return;
+    }
+    if (npending == cappending && pending_head) {
+        memmove(pending, pending + pending_head, (npending - pending_head) * sizeof *pending);
+        npending -= pending_head;
+        pending_head = 0;
+    }
+    GROW(pending, npending, cappending);
+    pending[npending++] = *c;
+}
+
+/* at exit: every event read, and the counts and times written. Another thread may hold the lock
+ * (mid-capture) as the program exits: after two seconds the records are written without it rather
+ * than the exit hang. */
+static void inject_exit(void) {
+    int locked = 0;
+    for (int i = 0; i < 2000 && !(locked = pthread_mutex_trylock(&lock) == 0); i++) usleep(1000);
+    if (state_pid == getpid()) {
+        harvest(1);
+        FILE *f = inject_record();
+        for (size_t i = 0; f && i < ninjs; i++) {
+            fprintf(f, "{\"event\": \"launches\", \"entry\": ");
+            json_string(f, injs[i].entry);
+            fprintf(f, ", \"replaced\": %llu, \"original\": %llu}\n", injs[i].replaced, injs[i].original);
+        }
+        for (size_t i = 0; f && i < ntimeds; i++) {
+            struct timed *t = &timeds[i];
+            fprintf(f, "{\"event\": \"times\", \"entry\": ");
+            json_string(f, t->entry);
+            fprintf(f, ", \"replaced\": %s, \"untimed\": %llu, \"why\": ", t->replaced ? "true" : "false", t->untimed);
+            json_string(f, t->why);
+            fprintf(f, ", \"ms\": [");
+            for (size_t k = 0; k < t->n; k++) fprintf(f, "%s%.9g", k ? ", " : "", t->ms[k]);
+            fputs("]}\n", f);
+        }
+        if (f) fflush(f);
+    }
+    if (locked) pthread_mutex_unlock(&lock);
+}
+
+/* under the lock: the program unloads a module or library (`owner`), destroys a context (`ctx`)
+ * or resets them all (`all`): the bindings that lived in it are dropped — their replacements
+ * unloaded with the program's module —, and a library's copy sets of the contexts that go */
+static void forget_bindings(void *owner, CUcontext ctx, int all) {
+    for (size_t i = 0; i < nbindings; i++) {
+        struct binding *b = bindings[i];
+        if (b->dead) continue;
+        if (!owner && b->library) {
+            size_t k = 0;
+            for (size_t s = 0; s < b->nsets; s++)
+                if (all || b->sets[s].ctx != ctx) b->sets[k++] = b->sets[s];
+                else free(b->sets[s].c);
+            b->nsets = k;
+            continue;
+        }
+        if (owner ? b->owner != owner : !(all || b->ctx == ctx)) continue;
+        b->dead = 1;
+        if (owner && b->status == S_REPLACED) {
+            if (b->library && REAL(p_lib_unload, "cuLibraryUnload")) p_lib_unload(b->repl_owner);
+            else if (!b->library && REAL(p_mod_unload, "cuModuleUnload")) p_mod_unload(b->repl_owner);
+        }
+    }
+}
+
+/* the launch as the program asked it, or the replacement's: its module variables around it, its
+ * events right before and after it */
+static CUresult launch(struct launch_args *a) {
+    CUresult r = a->v ? copy_variables(a, 0) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) return r;
+    if (a->t) record_event(a->t, a->t->start, a);
+    r = real_launch(a);
+    if (a->t) record_event(a->t, a->t->end, a);
+    if (r == CUDA_SUCCESS && a->v) r = copy_variables(a, 1);
+    return r;
+}
+
 /* under the lock: the launch, with its state copied before and after and written out */
-static CUresult capture(const struct launch_args *a, const char *name, void *owner, unsigned long long seq,
+static CUresult capture(struct launch_args *a, const char *name, void *owner, unsigned long long seq,
                         unsigned long long match) {
     static size_t offs[MAX_PARAMS], sizes[MAX_PARAMS];
     static struct ref refs[MAX_REFS];
@@ -717,17 +1413,9 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
     double t0 = now_ns(), t1, t2, t3;
 
     /* the parameter layout, and the bytes */
-    /* a CUkernel (cudart's handles, from cuLibraryGetKernel) is asked through cuKernelGetParamInfo */
-    CUresult (*info)(void *, size_t, size_t *, size_t *) = NULL;
-    if (kernel && kernel->kernel && REAL(p_kernel_param, "cuKernelGetParamInfo"))
-        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_kernel_param;
-    else if (REAL(p_func_param, "cuFuncGetParamInfo"))
-        info = (CUresult (*)(void *, size_t, size_t *, size_t *))p_func_param;
-    if (info)
-        while (nparams < MAX_PARAMS && info(a->f, nparams, &offs[nparams], &sizes[nparams]) == CUDA_SUCCESS) {
-            if (offs[nparams] + sizes[nparams] > size) size = offs[nparams] + sizes[nparams];
-            nparams++;
-        }
+    int got = param_list(a->f, kernel && kernel->kernel, offs, sizes, MAX_PARAMS), info = got >= 0;
+    nparams = info ? (size_t)got : 0;
+    for (size_t i = 0; i < nparams; i++) if (offs[i] + sizes[i] > size) size = offs[i] + sizes[i];
     const unsigned char *extra_buf = NULL;
     size_t extra_size = 0;
     for (void **e = a->extra; e && *e; e += 2) {
@@ -745,7 +1433,7 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
         block = calloc(1, size + 8);
         for (size_t i = 0; block && a->params && i < nparams; i++) memcpy(block + offs[i], a->params[i], sizes[i]);
     }
-    if (!block) return real_launch(a);
+    if (!block) return launch(a);
 
     /* the words that point into allocations or name texture and surface objects */
     for (size_t o = 0; o + 8 <= size && nrefs < MAX_REFS; o += 8) {
@@ -835,7 +1523,7 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
         copied += x->bytes;
     }
     t1 = now_ns();
-    CUresult result = real_launch(a);
+    CUresult result = launch(a);
     CUresult after_sync = result == CUDA_SUCCESS && p_ctx_sync ? p_ctx_sync() : result;
     t2 = now_ns();
     if (result != CUDA_SUCCESS || after_sync != CUDA_SUCCESS) {
@@ -902,6 +1590,7 @@ static CUresult capture(const struct launch_args *a, const char *name, void *own
     if (f) {
         fprintf(f, "{\"pid\": %d, \"seq\": %llu, \"match\": %llu, \"api\": \"%s\", \"entry\": ", (int)getpid(), seq, match, API_NAMES[a->api]);
         json_string(f, name);
+        fprintf(f, ", \"replaced\": %s", a->injected ? (a->injected == 2 ? "true" : "false") : "null");
         fprintf(f, ", \"module\": ");
         if (im) json_string(f, im->file); else fputs("null", f);
         fprintf(f, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %u, \"stream\": %llu",
@@ -976,30 +1665,45 @@ done:
     return result;
 }
 
-static CUresult on_launch(const struct launch_args *a) {
+static CUresult on_launch(const struct launch_args *given) {
+    struct launch_args launched = *given, *a = &launched;
     pthread_mutex_lock(&lock);
     setup();
-    if (!enabled) { pthread_mutex_unlock(&lock); return real_launch(a); }
-    unsigned long long seq = launch_seq++;
+    if (!enabled && !injecting) { pthread_mutex_unlock(&lock); return real_launch(a); }
     void *owner = NULL;
     const char *name = entry_name(a->f, &owner);
+    CUresult r;
+    if (injecting && (inject_launch(a, name, owner), a->f != given->f)) name = entry_name(a->f, &owner);  /* its module */
+    if (!enabled) {  /* injecting, not capturing: the launch outside the lock, timed where asked */
+        struct clock c;
+        size_t timed = name ? timed_index(name, a->injected == 2) : (size_t)-1;
+        a->t = timed != (size_t)-1 && timing_begin(a, timed, &c) ? &c : NULL;
+        pthread_mutex_unlock(&lock);
+        r = launch(a);
+        pthread_mutex_lock(&lock);
+        if (a->t) timing_end(a->t, r);
+        if (r != CUDA_SUCCESS && a->b) launch_failed(a, r);
+        pthread_mutex_unlock(&lock);
+        return r;
+    }
+    unsigned long long seq = launch_seq++;
     const char *shown = name ? name : "?";
     size_t s;
     for (s = 0; s < nseen && strcmp(seen[s].name, shown) != 0; s++) {}
     if (s == nseen) {
-        if (nseen == 0 && !ensure_procdir()) { pthread_mutex_unlock(&lock); return real_launch(a); }
+        if (nseen == 0 && !ensure_procdir()) { pthread_mutex_unlock(&lock); return launch(a); }
         GROW(seen, nseen, capseen);
         seen[nseen].name = strdup(shown); seen[nseen].launches = 0; nseen++;
         append_line("names.txt", shown);
     }
     seen[s].launches++;
-    CUresult r;
     if (have_kernels && (!name || regexec(&kernels, name, 0, NULL, 0) != 0)) {
-        r = real_launch(a);
+        r = launch(a);
     } else {
         unsigned long long match = match_seq++;
-        r = selected(match) ? capture(a, shown, owner, seq, match) : real_launch(a);
+        r = selected(match) ? capture(a, shown, owner, seq, match) : launch(a);
     }
+    if (r != CUDA_SUCCESS && a->b) launch_failed(a, r);
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -1007,15 +1711,6 @@ static CUresult on_launch(const struct launch_args *a) {
 /* ---- the hooked entry points ---- */
 #define EXPORT __attribute__((visibility("default")))
 
-static CUresult (*r_mod_load)(CUmodule *, const void *);
-static CUresult (*r_mod_load_ex)(CUmodule *, const void *, unsigned, void *, void **);
-static CUresult (*r_mod_load_fat)(CUmodule *, const void *);
-static CUresult (*r_mod_load_file)(CUmodule *, const char *);
-static CUresult (*r_lib_load)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **, unsigned);
-static CUresult (*r_mod_get_fn)(CUfunction *, CUmodule, const char *);
-static CUresult (*r_lib_get_kernel)(CUkernel *, CUlibrary, const char *);
-static CUresult (*r_kernel_get_fn)(CUfunction *, CUkernel);
-static CUresult (*r_lib_get_mod)(CUmodule *, CUlibrary);
 static CUresult (*r_alloc)(CUdeviceptr *, size_t);
 static CUresult (*r_alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 static CUresult (*r_alloc_async)(CUdeviceptr *, size_t, CUstream);
@@ -1032,6 +1727,11 @@ static CUresult (*r_tex_create)(CUtexObject *, const CUDA_RESOURCE_DESC *, const
 static CUresult (*r_tex_destroy)(CUtexObject);
 static CUresult (*r_surf_create)(CUsurfObject *, const CUDA_RESOURCE_DESC *);
 static CUresult (*r_surf_destroy)(CUsurfObject);
+static CUresult (*r_mod_unload)(CUmodule);
+static CUresult (*r_lib_unload)(CUlibrary);
+static CUresult (*r_ctx_destroy)(CUcontext);
+static CUresult (*r_primary_reset)(CUdevice);
+static CUresult (*r_primary_release)(CUdevice);
 static CUresult (*r_gpa2)(const char *, void **, int, unsigned long long, int *);
 static CUresult (*r_gpa1)(const char *, void **, int, unsigned long long);
 
@@ -1082,17 +1782,26 @@ EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, void *jo, vo
     return r;
 }
 
+/* a function or kernel the program gets: named; an injected entry's is the replacement's */
+#define GOT_HANDLE(h, owner, name, kernel, api) do {                                          \
+        pthread_mutex_lock(&lock);                                                          \
+        setup();                                                                            \
+        note_named(*(h), (owner), (name), (kernel));                                        \
+        if (injecting) injected_handle((void **)(h), (owner), (kernel), (name), (kernel), (api)); \
+        pthread_mutex_unlock(&lock);                                                        \
+    } while (0)
+
 EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     if (!REAL(r_mod_get_fn, "cuModuleGetFunction")) return 999;
     CUresult r = r_mod_get_fn(f, m, name);
-    if (r == CUDA_SUCCESS) { pthread_mutex_lock(&lock); note_named(*f, m, name, 0); pthread_mutex_unlock(&lock); }
+    if (r == CUDA_SUCCESS) GOT_HANDLE(f, m, name, 0, "cuModuleGetFunction");
     return r;
 }
 
 EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name) {
     if (!REAL(r_lib_get_kernel, "cuLibraryGetKernel")) return 999;
     CUresult r = r_lib_get_kernel(k, lib, name);
-    if (r == CUDA_SUCCESS) { pthread_mutex_lock(&lock); note_named(*k, lib, name, 1); pthread_mutex_unlock(&lock); }
+    if (r == CUDA_SUCCESS) GOT_HANDLE(k, lib, name, 1, "cuLibraryGetKernel");
     return r;
 }
 
@@ -1102,11 +1811,36 @@ EXPORT CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) {
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&lock);
         struct named *n = named_of(k);
-        if (n) note_named(*f, n->owner, n->name, 0);
+        if (n) {  /* the kernel's function is what the kernel is: the replacement's, or the program's own */
+            void *owner = n->owner;
+            struct binding *b = n->b;
+            int is_repl = n->is_repl;
+            note_named(*f, owner, n->name, 0);
+            n = named_of(*f);
+            n->b = b;
+            n->is_repl = is_repl;
+        }
         pthread_mutex_unlock(&lock);
     }
     return r;
 }
+
+/* the program's module, library or context goes: so do the bindings in it (forget_bindings); a
+ * context's pending events are read first (they die with it) */
+#define GONE_HOOK(name, slot, type, forget)                         \
+    EXPORT CUresult name(type h) {                                  \
+        if (!REAL(slot, #name)) return 999;                         \
+        pthread_mutex_lock(&lock);                                  \
+        if (injecting) { forget; }                                  \
+        pthread_mutex_unlock(&lock);                                \
+        return slot(h);                                             \
+    }
+
+GONE_HOOK(cuModuleUnload, r_mod_unload, CUmodule, forget_bindings(h, NULL, 0))
+GONE_HOOK(cuLibraryUnload, r_lib_unload, CUlibrary, forget_bindings(h, NULL, 0))
+GONE_HOOK(cuCtxDestroy_v2, r_ctx_destroy, CUcontext, harvest(1); forget_bindings(NULL, h, 0))
+GONE_HOOK(cuDevicePrimaryCtxReset_v2, r_primary_reset, CUdevice, harvest(1); forget_bindings(NULL, NULL, 1))
+GONE_HOOK(cuDevicePrimaryCtxRelease_v2, r_primary_release, CUdevice, harvest(1))  /* the last release destroys it */
 
 EXPORT CUresult cuLibraryGetModule(CUmodule *m, CUlibrary lib) {
     if (!REAL(r_lib_get_mod, "cuLibraryGetModule")) return 999;
@@ -1234,6 +1968,11 @@ static const struct hook hooks[] = {
     HOOK(cuLibraryGetKernel, "cuLibraryGetKernel", 0, 0, r_lib_get_kernel),
     HOOK(cuKernelGetFunction, "cuKernelGetFunction", 0, 0, r_kernel_get_fn),
     HOOK(cuLibraryGetModule, "cuLibraryGetModule", 0, 0, r_lib_get_mod),
+    HOOK(cuModuleUnload, "cuModuleUnload", 0, 0, r_mod_unload),
+    HOOK(cuLibraryUnload, "cuLibraryUnload", 0, 0, r_lib_unload),
+    HOOK(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, r_ctx_destroy),
+    HOOK(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, r_primary_reset),
+    HOOK(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, r_primary_release),
     HOOK(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, r_alloc),
     HOOK(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, r_alloc_pitch),
     HOOK(cuMemAllocAsync, "cuMemAllocAsync", 0, 0, r_alloc_async),

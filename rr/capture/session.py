@@ -14,6 +14,11 @@ A launch that cannot be replayed faithfully keeps its copies and has `launch.err
 a program that dies mid-capture leaves every launch completed before it (the interposer renames a
 launch's directory into place only when it is whole).
 
+With replacements (`rr capture --inject ENTRY=FILE`, rr.capture.inject) the program runs with
+them in place: capture.json says, per launch, whether it ran the replacement (`replaced`), and
+(`inject`) the replacements and every decision the interposer made about them; a replacement that
+was not in place everywhere the program ran its entry is the capture's `injection` problem.
+
 A write that fails (a full disk) stops the capture at that launch: the interposer removes what it
 had written of it and captures no more (the program runs on); here a launch directory that cannot
 be put together is removed and the ones after it are dropped, and when capture.json itself does
@@ -23,6 +28,7 @@ launches in it are the first ones in order, and `error` says which launch failed
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -36,6 +42,7 @@ from rr import children
 from rr.capture.build import CaptureError, interposer
 from rr.capture.convert import describe
 from rr.capture.index import CAPTURE_FILE
+from rr.capture.inject import Outcome, environment, injection, read_processes
 from rr.records import LAUNCH_ERROR, Status, failure, record_text
 
 
@@ -46,6 +53,7 @@ class CaptureResult:
     launches: list = field(default_factory=list)  # capture.json's launch entries
     notes: list = field(default_factory=list)  # what rr tells the user (stderr)
     error: str | None = None  # capturing failed (a write: a full disk): the launches before it are kept
+    injection: Outcome | None = None  # with replacements: what became of them
 
 
 def parse_range(text: str) -> list[tuple[int, int | None]]:
@@ -87,8 +95,9 @@ class _Nothing(Exception):
 
 
 def run_capture(command: list[str], output: str | Path, kernels: str | None = None, launches: str | None = None,
-                cache: str | Path | None = None) -> CaptureResult:
-    """Run `command` under the interposer and write the capture to `output`."""
+                cache: str | Path | None = None, inject: list = ()) -> CaptureResult:
+    """Run `command` under the interposer, with the rr.capture.replacement.Replacements `inject`
+    in place, and write the capture to `output`."""
     from rr.io import atomic_dir
 
     if not command:
@@ -98,10 +107,10 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
     ranges = parse_range(launches) if launches is not None else []
     result = CaptureResult(0, None)
     try:
-        with interposer(cache) as library, atomic_dir(output) as tmp:
+        with (interposer(cache) as library, atomic_dir(output) as tmp,
+              injection(inject) if inject else contextlib.nullcontext() as injected):
             raw = tmp / "raw"
-            env = dict(os.environ, RR_CAPTURE_DIR=str(raw),  # the library checked now, as it goes into LD_PRELOAD
-                       LD_PRELOAD=":".join(p for p in (library.preload(), os.environ.get("LD_PRELOAD", "")) if p))
+            env = environment(library, injected, dict(os.environ, RR_CAPTURE_DIR=str(raw)))
             env.pop("RR_CAPTURE_KERNELS", None)
             env.pop("RR_CAPTURE_LAUNCHES", None)
             if kernels is not None:
@@ -118,6 +127,8 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
             result.exit_status = 128 - status if status < 0 else status
             if status < 0:
                 result.notes.append(f"{command[0]} was killed by {signal.Signals(-status).name}")
+            if injected is not None:
+                result.injection = Outcome(result.exit_status, read_processes(injected), tuple(inject))
             _assemble(raw, tmp, command, kernels, launches, result, time.time() - t0, Path(output))
             if not result.launches:
                 raise _Nothing()
@@ -183,7 +194,7 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
                 break
             dest = tmp / "launches" / f"{index:06d}"
             try:
-                entries.append(_launch(launch_dir, dest, modules, index, int(proc.name)))
+                entries.append(_launch(launch_dir, dest, modules, index, int(proc.name), result.injection is not None))
             except OSError as e:
                 shutil.rmtree(dest, ignore_errors=True)  # whole or absent
                 entry = json.loads((launch_dir / "record.json").read_text()).get("entry", "?")
@@ -220,11 +231,14 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
             result.notes.append(f"launch {e['index']} ({e['entry']}): {w}")
         if e["status"] != Status.OK:
             result.notes.append(f"launch {e['index']} ({e['entry']}): not replayable: {e['message']}")
+    injected = result.injection
     _write_index(tmp, entries, result, output, lambda kept: {
         "command": list(command), "exit_status": result.exit_status, "kernels": kernels, "launches_selected": launches,
         "seconds": round(seconds, 3), "stopped": result.error,
         "modules": sorted(p.name for p in modules.iterdir()) if modules.is_dir() else [],
         "processes": process_rows, "launches": kept,
+        **({"inject": {"modules": [r.record() for r in injected.found], **injected.record(),
+                       "problems": injected.problems()}} if injected else {}),
     })
     shutil.rmtree(raw, ignore_errors=True)
 
@@ -252,8 +266,9 @@ def _write_index(tmp: Path, entries: list, result: CaptureResult, output: Path, 
                 return
 
 
-def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
-    """One raw launch directory as a launch directory (and its after/ run); its capture.json entry."""
+def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int, injecting: bool) -> dict:
+    """One raw launch directory as a launch directory (and its after/ run); its capture.json entry
+    (with `injecting`, whether the launch ran a replacement)."""
     from rr.run.launch import link_or_copy
 
     record = json.loads((src / "record.json").read_text())
@@ -284,4 +299,5 @@ def _launch(src: Path, dest: Path, modules: Path, index: int, pid: int) -> dict:
         "stream": record["stream"], "params_source": record["params_source"], "params_size": record["params_size"],
         "params": record["params"], "layout": d.launch.layout if d.launch else None, "buffers": list(d.buffers),
         "bytes_copied": record["bytes_copied"], "bytes_written": record["bytes_written"], "times_ns": record["times_ns"],
+        **({"replaced": record["replaced"]} if injecting else {}),
     }

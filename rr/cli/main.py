@@ -8,11 +8,11 @@ import argparse
 import sys
 
 from rr import __version__
-from rr.cli import capture, collect, compile, compose, corpus, describe, launch, ptx, report, run, splice, synth
+from rr.cli import capture, collect, compile, compose, corpus, describe, inject, launch, ptx, report, run, splice, synth
 from rr.cli.common import NoPhases, UserError, note, os_error_text
 
 # the stages in the order `rr --help` lists their commands
-STAGES = (ptx, corpus, describe, splice, compile, run, synth, launch, collect, report, compose, capture)
+STAGES = (ptx, corpus, describe, splice, compile, run, synth, launch, collect, report, compose, capture, inject)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,10 @@
  *                    the interposer does not see it (found through cuMemGetAddressRange)
  *   2 rr_cap_list    (cuLaunchKernel) reads what launch 1 wrote
  * then exits 0. SCENARIO `exit` exits with status 3 after launch 1; `crash` launches
- * rr_cap_crash after launch 0, whose fake launch aborts the program.
+ * rr_cap_crash after launch 0, whose fake launch aborts the program. SCENARIO `const` sets the
+ * module's rr_cap_coef (cuModuleGetGlobal, cuMemcpyHtoD) and launches rr_cap_const twice, then
+ * prints what it wrote and the module's rr_cap_launches; `untracked` launches rr_cap_list once
+ * through a handle got without a call the interposer hooks (fake_function_untracked).
  *   fake_app SCENARIO KERNELS.ptx FILL [keep]
  * also fills the file system of the file FILL after launch 0 (a disk that another writer fills
  * mid-capture) and removes FILL before it exits, unless `keep`.
@@ -44,6 +47,8 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 CUresult cuTexObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const void *);
 CUresult cuSurfObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *);
 CUdeviceptr fake_alloc_untracked(size_t);
+CUfunction fake_function_untracked(CUmodule, const char *);
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *, size_t *, CUmodule, const char *);
 
 #define N 64
 #define W 8
@@ -148,11 +153,45 @@ static int bench(CUfunction fstruct, CUfunction flist, uint32_t w, uint32_t h, i
     return 0;
 }
 
+static int const_scenario(CUmodule m) {
+    CUfunction f;
+    check(cuModuleGetFunction(&f, m, "rr_cap_const"), "cuModuleGetFunction");
+    CUdeviceptr coef, count, out;
+    size_t size;
+    uint32_t values[4] = {10, 20, 30, 40}, host[8], launched;
+    check(cuModuleGetGlobal_v2(&coef, &size, m, "rr_cap_coef"), "cuModuleGetGlobal");
+    check(cuMemcpyHtoD_v2(coef, values, sizeof values), "cuMemcpyHtoD");
+    check(cuMemAlloc_v2(&out, sizeof host), "cuMemAlloc");
+    uint32_t n = 8;
+    void *p[] = {&out, &n};
+    for (int i = 0; i < 2; i++) check(cuLaunchKernel(f, 1, 1, 1, 8, 1, 1, 0, NULL, p, NULL), "launch const");
+    check(cuMemcpyDtoH_v2(host, out, sizeof host), "cuMemcpyDtoH");
+    check(cuModuleGetGlobal_v2(&count, &size, m, "rr_cap_launches"), "cuModuleGetGlobal");
+    check(cuMemcpyDtoH_v2(&launched, count, 4), "cuMemcpyDtoH");
+    printf("fake_app: const %u %u %u %u, launches %u\n", host[0], host[1], host[2], host[3], launched);
+    return 0;
+}
+
+static int untracked_scenario(CUmodule m) {
+    CUfunction f = fake_function_untracked(m, "rr_cap_list");
+    uint32_t host[N], n = N, add = 5;
+    for (int i = 0; i < N; i++) host[i] = (uint32_t)i;
+    CUdeviceptr a, b;
+    check(cuMemAlloc_v2(&a, sizeof host), "cuMemAlloc");
+    check(cuMemAlloc_v2(&b, sizeof host), "cuMemAlloc");
+    check(cuMemcpyHtoD_v2(a, host, sizeof host), "cuMemcpyHtoD");
+    void *p[] = {&a, &b, &n, &add};
+    check(cuLaunchKernel(f, 1, 1, 1, N, 1, 1, 0, NULL, p, NULL), "launch untracked");
+    check(cuMemcpyDtoH_v2(host, b, sizeof host), "cuMemcpyDtoH");
+    printf("fake_app: untracked b[1] = %u\n", host[1]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *scenario = argc > 1 ? argv[1] : "";
     int bench_run = strcmp(scenario, "bench") == 0;
     if (bench_run ? argc != 6 : (argc < 3 || argc > 5 || (argc == 5 && strcmp(argv[4], "keep") != 0))) {
-        fprintf(stderr, "usage: fake_app engine|exit|crash KERNELS.ptx [FILL [keep]]"
+        fprintf(stderr, "usage: fake_app engine|exit|crash|const|untracked KERNELS.ptx [FILL [keep]]"
                         " | bench KERNELS.ptx WIDTH HEIGHT ITERATIONS\n");
         return 64;
     }
@@ -161,6 +200,8 @@ int main(int argc, char **argv) {
     check(cuInit(0), "cuInit");
     CUmodule m;
     check(cuModuleLoadData(&m, read_file(argv[2])), "cuModuleLoadData");
+    if (strcmp(scenario, "const") == 0) return const_scenario(m);
+    if (strcmp(scenario, "untracked") == 0) return untracked_scenario(m);
     CUfunction fstruct, flist, fcrash;
     check(cuModuleGetFunction(&fstruct, m, "rr_cap_struct"), "cuModuleGetFunction");
     check(cuModuleGetFunction(&flist, m, "rr_cap_list"), "cuModuleGetFunction");

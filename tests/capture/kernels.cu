@@ -41,3 +41,14 @@ extern "C" __global__ void rr_cap_list(const uint32_t *a, uint32_t *b, uint32_t 
 
 // The fake driver's launch of this one kills the program mid-capture.
 extern "C" __global__ void rr_cap_crash(uint32_t *a) { a[threadIdx.x] = 0; }
+
+// A kernel that reads a module variable the program sets (cuModuleGetGlobal, or cudaMemcpyToSymbol)
+// and counts its launches in another: what a replacement (rr inject) must be given and give back.
+__constant__ uint32_t rr_cap_coef[4];
+__device__ uint32_t rr_cap_launches;
+
+extern "C" __global__ void rr_cap_const(uint32_t *out, uint32_t n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = rr_cap_coef[i % 4];
+  if (i == 0) rr_cap_launches += 1;
+}
