@@ -131,7 +131,7 @@ def _entry_of(module, entry: str, path: Path):
 
 def ptx_params(function) -> tuple:
     """An entry's ((offset, size), …) as the ABI lays its `.param`s out (what cuFuncGetParamInfo says)."""
-    from rr.describe.provenance import param_offsets
+    from rr.describe.kernel import param_offsets
 
     offsets = param_offsets(function.params)
     return tuple((offsets[p.name], p.size) for p in function.params)
