@@ -11,6 +11,7 @@ engine-style program tests/cuda/capture_app.cu is captured for real, replayed wi
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import shutil
@@ -220,6 +221,16 @@ def test_a_program_that_is_not_a_cuda_program_captures_nothing_and_keeps_its_sta
     done = capture(fake, tmp_path / "cap", "sh", "-c", "echo plain; exit 5")
     assert done.returncode == 5 and done.stdout == "plain\n"
     assert "made no CUDA driver call" in done.stderr and not (tmp_path / "cap").exists()
+    assert "(not a CUDA program?)" in done.stderr  # the fake driver is there: the program did not call it
+
+
+@pytest.mark.skipif(ctypes.util.find_library("cuda") is not None,
+                    reason="this machine has a CUDA driver in the linker's cache: no driver cannot be shown here")
+def test_a_cuda_program_on_a_machine_without_the_driver_is_told_so(fake, tmp_path):
+    env = {k: v for k, v in fake["env"].items() if k != "LD_LIBRARY_PATH"}  # the fake driver out of reach
+    done = rr("capture", "-o", str(tmp_path / "cap"), "--", str(fake["dir"] / "fake_runtime"), env=env)
+    assert "no CUDA driver on this machine: libcuda.so.1 is neither on LD_LIBRARY_PATH" in done.stderr
+    assert "not a CUDA program?" not in done.stderr and not (tmp_path / "cap").exists()
 
 
 def test_a_program_that_exits_mid_capture_keeps_its_launches_and_its_status(fake, tmp_path):

@@ -21,6 +21,9 @@ from rr.run.compile import compile_arch, module_target
 ROOT = Path(__file__).resolve().parents[1]
 # kernel names as real engines have them: underscores, digits, capitals
 NAMES = ("gc_resid", "mm_128x64_K4")
+# the buffers of a launch of tests/cuda/mma_chain.cu (rr launch-template): A, B, the C table, the output
+LAUNCH_BUFFERS = ("--buffer", "param_0=64K:e4m3", "--buffer", "param_1=64K:e4m3", "--buffer", "param_2=64K:f16",
+                  "--buffer", "param_3=64K:zeros")
 
 
 def workflow(dest: Path) -> Path:
@@ -46,6 +49,10 @@ def snakemake(work: Path, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
+def rr_cli(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rr", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
 @pytest.fixture
 def corpus(nvcc_ptx, tmp_path) -> Path:
     """A directory of two nvcc-built mma kernels named as a user's are."""
@@ -66,8 +73,14 @@ def rows(work: Path) -> dict[str, list[dict]]:
 
 
 def test_layers_all_on_a_corpus_of_ones_own_runs_every_layer_from_a_fresh_checkout(tmp_path, corpus):
+    """Only corpus.source and corpus.launches set: the layers are the corpus's entries, named as
+    they are; a layer with a launch runs to identical rows, one without says where launches come from."""
+    launches = tmp_path / "launches"
+    made = rr_cli("launch-template", corpus / "gc_resid.ptx", "--entry", "gc_resid", "-o", launches / "gc_resid",
+                  *LAUNCH_BUFFERS, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
     work = workflow(tmp_path / "w")
-    configure(work, corpus_source=str(corpus), corpus_entry_pattern="{layer}", backend="cpu", recipes=["isolate"])
+    configure(work, corpus_source=str(corpus), corpus_launches=str(launches), backend="cpu", recipes=["isolate"])
     dry = snakemake(work, "-n")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "checkpoint extract" in dry.stdout
@@ -80,8 +93,10 @@ def test_layers_all_on_a_corpus_of_ones_own_runs_every_layer_from_a_fresh_checko
         assert [row["phase"] for row in layer_rows] == [p["phase"] for p in spec["phases"]] and layer_rows
         for row in layer_rows:
             assert row["splice_status"] == "ok" and row["compile_status"] in ("ok", "no_ptxas")
-            # no launches were given for the user's kernels: the row says so, and where they come from
-            assert row["capture_status"] == "no_launch"
+            if layer == "gc_resid":  # its launch given: the splice runs, byte-identical
+                assert (row["capture_status"], row["frame_identical"]) == ("ok", True), row
+            else:  # none given: the row says so, and where launches come from
+                assert row["capture_status"] == "no_launch" and "rr capture" in row["capture_message"], row
     assert sorted(p.name for p in (work / "results/report/phases").glob("phases_*")) == sorted(
         f"phases_{n}.{ext}" for n in NAMES for ext in ("csv", "html"))
 
@@ -177,3 +192,51 @@ def test_the_rules_environment_pins_what_the_package_depends_on():
         assert name in pinned, f"{name} ({dep}) is not in workflow/envs/rr.yaml"
         assert pinned[name].replace("_", "-").replace(" ", "") == dep.replace("_", "-").replace(" ", ""), \
             (pinned[name], dep)
+
+
+def splice_without_phase(ptx: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rr", "splice", str(ptx), "--entry", "gc_resid", "--recipe",
+                           "isolate", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_splice_without_phase_on_a_one_phase_kernel_cuts_that_phase(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("mma_chain", "-DKERNEL_NAME=gc_resid", "-DK_STEPS=1")  # one chain of length 1: one phase
+    done = splice_without_phase(ptx, tmp_path / "out.ptx")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out.ptx.splice.json").read_text())["phase"] == 1
+    assert "phase 1 by isolate" in done.stdout
+
+
+def test_a_splice_without_phase_where_the_recipes_phase_is_missing_asks_for_one(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("mma_chain", "-DKERNEL_NAME=gc_resid")  # two phases; the recipe's default is phase 8
+    done = splice_without_phase(ptx, tmp_path / "out.ptx")
+    assert done.returncode == 2
+    assert "default phase 8 does not exist: the entry has phases 1–2; give --phase" in done.stderr
+    assert not (tmp_path / "out.ptx").exists()
+
+
+def test_a_launch_from_the_users_launches_without_an_entry_pattern_uses_and_names_their_entry(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("mma_chain", "-DKERNEL_NAME=gc_resid")
+    made = rr_cli("launch-template", ptx, "--entry", "gc_resid", "-o", tmp_path / "launches/gc_resid",
+                  *LAUNCH_BUFFERS, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert rr_cli("extract", ptx, "-o", tmp_path / "corpus", cwd=tmp_path).returncode == 0
+    done = rr_cli("launch", "gc_resid", tmp_path / "corpus", "--launches", tmp_path / "launches",
+                  "-o", tmp_path / "L", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "launch of gc_resid (the entry of the launch in" in done.stdout
+    assert json.loads((tmp_path / "L/launch.json").read_text())["entry"] == "gc_resid"
+
+
+def test_a_missing_launch_passed_on_names_the_file_that_said_it_once(nvcc_ptx, tmp_path):
+    ptx = nvcc_ptx("mma_chain", "-DKERNEL_NAME=gc_resid")
+    assert rr_cli("extract", ptx, "-o", tmp_path / "corpus", cwd=tmp_path).returncode == 0
+    steps = [("launch", "gc_resid", "corpus", "--entry-pattern", "{layer}", "-o", "layer"),  # no launch: a record
+             ("relaunch", "layer", "--module", ptx, "-o", "splice"),  # the splice's launch passes it on
+             ("run", "splice", "--backend", "cpu", "-o", "capture")]  # and its run records it
+    for step in steps:
+        done = rr_cli(*step, "--record", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    message = json.loads((tmp_path / "capture/run.json").read_text())["message"]
+    assert message.startswith("layer/launch.error.json: no launch for layer 'gc_resid'")
+    assert "splice" not in message and "corpus.launches" in message

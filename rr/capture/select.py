@@ -17,7 +17,9 @@ def user_launch(directory: str | Path, layer: str, entry: str) -> Path:
     if (d / layer / "launch.json").is_file():
         return d / layer
     if not (d / CAPTURE_FILE).is_file():
-        raise NoLaunch(f"{d}: no {layer}/launch.json, and not a capture (no {CAPTURE_FILE})")
+        raise NoLaunch(f"{d}: no {layer}/launch.json, and not a capture (no {CAPTURE_FILE}): write one for the layer "
+                       f"(`rr launch-template`, docs/formats.md), or make DIR a capture of your program "
+                       f"(`rr capture -o DIR -- PROGRAM`)")
     launches = read_capture(d)["launches"]
     for e in launches:
         if e["entry"] == entry and e["status"] == Status.OK:
@@ -27,3 +29,18 @@ def user_launch(directory: str | Path, layer: str, entry: str) -> Path:
         raise NoLaunch(f"{d / CAPTURE_FILE}: no launch of {entry} can be replayed ({mine[0]['message']})")
     entries = sorted({e["entry"] for e in launches})
     raise NoLaunch(f"{d / CAPTURE_FILE}: no launch of {entry} (the capture has {', '.join(entries) or 'none'})")
+
+
+def launch_entry(directory: str | Path, layer: str) -> str | None:
+    """The entry `layer`'s launch in `directory` is of, where the directory says it without an entry
+    pattern: the entry of `DIR/<layer>/launch.json`, or in a capture an entry named as the layer
+    is; else None (the entry pattern must name it)."""
+    from rr.run.launch import read_launch
+
+    d = Path(directory)
+    if (d / layer / "launch.json").is_file():
+        return read_launch(d / layer).entry
+    if (d / CAPTURE_FILE).is_file() and any(e["entry"] == layer for e in read_capture(d)["launches"]):
+        return layer
+    return None
+

@@ -138,6 +138,18 @@ def run_capture(command: list[str], output: str | Path, kernels: str | None = No
     return result
 
 
+def cuda_driver(environ) -> str | None:
+    """Where the program would find the CUDA driver (libcuda.so.1): a directory of its
+    LD_LIBRARY_PATH, or the dynamic linker's cache; None where there is none — a CUDA program that
+    made no driver call may simply have found no driver to call."""
+    import ctypes.util
+
+    for directory in environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if directory and (Path(directory) / "libcuda.so.1").exists():
+            return str(Path(directory) / "libcuda.so.1")
+    return ctypes.util.find_library("cuda")
+
+
 def _processes(raw: Path) -> list[Path]:
     """The capturing processes' directories, in the order they first launched."""
     found = [d for d in raw.iterdir() if d.is_dir() and d.name.isdigit()] if raw.is_dir() else []
@@ -210,8 +222,11 @@ def _assemble(raw: Path, tmp: Path, command, kernels, launches, result: CaptureR
         shutil.rmtree(proc, ignore_errors=True)  # what is left of it is not part of DIR: room for what is
     result.launches = entries
     if not processes:
-        result.notes.append(f"{command[0]} made no CUDA driver call that rr hooks (not a CUDA program?): nothing "
-                            "captured")
+        driver = cuda_driver(os.environ)
+        why = ("not a CUDA program?" if driver else "no CUDA driver on this machine: libcuda.so.1 is neither on "
+               "LD_LIBRARY_PATH nor in the linker's cache, so a CUDA program cannot run here; capture where the NVIDIA "
+               "driver is installed")
+        result.notes.append(f"{command[0]} made no CUDA driver call that rr hooks ({why}): nothing captured")
         return
     if not entries:
         launched = ", ".join(f"{n} ({c})" if c else n for n, c in seen.items())

@@ -20,8 +20,8 @@ def cmd_extract(args) -> int:
     except CorpusError as e:
         raise UserError(str(e)) from None
     distinct = len(set(table.column("hash").to_pylist()))
-    print(f"{args.output}: {distinct} distinct modules from {table.num_rows} occurrences "
-          f"({len(warnings)} warnings)")
+    print(f"{args.output}: {counted(distinct, 'distinct module')} from {counted(table.num_rows, 'occurrence')} "
+          f"({counted(len(warnings), 'warning')})")
     if args.find:
         hits = find_entry(args.output, args.find)
         if not hits:
@@ -55,3 +55,8 @@ def add_parsers(sub) -> None:
     s = sub.add_parser("sample-engine", help="write a small engine-style binary (bundled sample PTX)")
     s.add_argument("-o", "--output", required=True, help="engine binary to write")
     s.set_defaults(func=cmd_sample_engine)
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+

@@ -9,7 +9,11 @@ from rr.cli.common import UserError, layer_modules, recorded, resolve_ptx
 from rr.validation import cut
 
 
-def _entry(pattern: str, layer: str) -> str:
+DEFAULT_PATTERN = "cuda_dldn_engine_swin_{layer}_kernel"  # the synthetic engine's (and the real one's) entries
+
+
+def _entry(pattern: str | None, layer: str) -> str:
+    pattern = DEFAULT_PATTERN if pattern is None else pattern
     try:
         return pattern.format(layer=layer)
     except (KeyError, IndexError, ValueError):
@@ -41,11 +45,11 @@ def cmd_launch(args) -> int:
 
     if args.layer == "frame":
         return _launch_frame(args)
-    entry = _entry(args.entry_pattern, args.layer)
+    entry, why = _layer_entry(args)
     try:
         module = _compiled_modules(args, [args.layer]).get(args.layer)
     except LaunchError as e:  # the layer's module did not compile: with --record its captures say so, as rows
-        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
+        return recorded(args, e, lambda _, error=e: write_launch_error(args.output, error), "no launch")
     module = module or resolve_ptx(args.corpus, entry)
     try:
         if args.launches:  # the user's launch of this layer, with the corpus's module (so splices apply)
@@ -54,16 +58,32 @@ def cmd_launch(args) -> int:
 
             source = user_launch(args.launches, args.layer, entry)
             relaunch(source, module, args.output)
-            print(f"{args.output}: launch of {entry} from {source}, module {module}")
+            print(f"{args.output}: launch of {entry}{why} from {source}, module {module}")
             return 0
         frame = parse_extents(args.frame, pixels=True)
         layer_launch(args.layer, module, frame, args.output, args.seed)
     except NoLaunch as e:  # with --record, the runs of the directory record why
-        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
+        return recorded(args, e, lambda _, error=e: write_launch_error(args.output, error), "no launch")
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"{args.output}: launch of {entry} over a {frame[0]}x{frame[1]} frame (input seed {args.seed})")
     return 0
+
+
+def _layer_entry(args) -> tuple[str, str]:
+    """The layer's entry, and how it was found where no --entry-pattern named it: a user's launch
+    directory names its own entry, which is the one launched — not the synthetic engine's name."""
+    if args.entry_pattern is None and args.launches:
+        from rr.capture.select import launch_entry
+        from rr.run.launch import LaunchError
+
+        try:
+            named = launch_entry(args.launches, args.layer)
+        except LaunchError as e:
+            raise UserError(str(e)) from None
+        if named is not None:
+            return named, f" (the entry of the launch in {args.launches}: no --entry-pattern given)"
+    return _entry(args.entry_pattern, args.layer), ""
 
 
 def _launch_frame(args) -> int:
@@ -107,9 +127,10 @@ def add_parsers(sub) -> None:
     s.add_argument("--frame", default="3840x2160", help="WIDTHxHEIGHT in pixels the launch covers (default: "
                    "%(default)s)")
     s.add_argument("--seed", type=int, default=7, help="seed of the input image and texture (default: %(default)s)")
-    s.add_argument("--entry-pattern", default="cuda_dldn_engine_swin_{layer}_kernel",
+    s.add_argument("--entry-pattern",
                    help="the layer's kernel entry in the corpus, {layer} replaced by LAYER (the config's "
-                        "corpus.entry_pattern; default: %(default)s)")
+                        "corpus.entry_pattern; default: the entry a --launches DIR names for the layer, else "
+                        f"{DEFAULT_PATTERN})")
     s.add_argument("--launches", metavar="DIR", help="the layer's launch from DIR/<layer>/, or from the capture DIR "
                    "(rr capture) by entry name, instead of the synthetic engine's; its module replaced by the corpus's")
     s.add_argument("--module", action="append", default=[], metavar="LAYER=PATH",

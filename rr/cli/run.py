@@ -99,7 +99,7 @@ def cmd_relaunch(args) -> int:
             raise LaunchError("rr relaunch: --module is required")
         launch = relaunch(args.launch, args.module, args.output, args.splice_record)
     except LaunchError as e:  # with --record, the runs of the directory record why
-        return recorded(args, e, lambda failed: write_launch_error(args.output, failed), "no launch")
+        return recorded(args, e, lambda _, error=e: write_launch_error(args.output, error), "no launch")
     print(f"{args.output}: {launch.entry} from {args.module}, buffers of {args.launch}")
     return 0
 

@@ -115,7 +115,7 @@ def _spec_json(function, statements: list[Statement] | None, grouping: str, modu
 def spec_table(spec: dict) -> str:
     """The phase table for people, like the reference document's §2.2, from `spec_json`'s object."""
     phases = sources = spec["phases"]
-    lines = [f"{spec['entry']}: {spec['statements']} statements, {len(phases)} phases, "
+    lines = [f"{spec['entry']}: {spec['statements']} statements, {len(phases)} phase{'' if len(phases) == 1 else 's'}, "
              f"{sum(p['mma'] for p in phases)} mma", "",
              f"{'#':>3}  {'statements':<15} {'mma':>4} {'A':>3} {'B':>3} {'chains×len':>11} "
              f"{'m':>3} {'n':>3} {'k':>3} {'M':>5} {'N':>5} {'K':>5}  identity"]

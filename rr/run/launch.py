@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from rr.io import resolved
-from rr.records import LAUNCH_ERROR, SPLICE, Status, read_record, record_text
+from rr.records import LAUNCH_ERROR, SPLICE, Status, failure, read_record, record_text
 from rr.validation import InvalidInput, open_regular, read_bytes
 
 HANDLE_BYTES = 8  # device pointers, texture and surface objects are 64-bit
@@ -56,9 +56,13 @@ class LaunchError(InvalidInput):
     """A launch description that cannot be used; names the file and the key at fault. `status`
     is the run record's: bad_launch, or what a launch directory made for a record says (no_launch)."""
 
-    def __init__(self, message: str, status: Status = Status.BAD_LAUNCH):
+    def __init__(self, message: str, status: Status = Status.BAD_LAUNCH, origin: str | None = None,
+                 reason: str | None = None):
         super().__init__(message)
         self.status = status
+        # read from a launch.error.json: the one that first said it (which lasts: a stage that passes
+        # the failure on writes it again under its own directory, often a temporary one) and its reason
+        self.origin, self.reason = origin, reason
 
 
 ELF_MAGIC = b"\x7fELF"
@@ -221,7 +225,8 @@ def read_launch(directory: str | Path) -> Launch:
     path = directory / "launch.json"
     if not path.exists() and LAUNCH_ERROR.within(directory).is_file():
         error = read_record(LAUNCH_ERROR.within(directory), LAUNCH_ERROR, LaunchError)
-        raise LaunchError(f"{LAUNCH_ERROR.within(directory)}: {cut(error['message'], 1000)}", Status(error["status"]))
+        origin, reason = error.get("origin", str(LAUNCH_ERROR.within(directory))), cut(error["message"], 1000)
+        raise LaunchError(f"{origin}: {reason}", Status(error["status"]), origin, reason)
     if not path.exists():  # a FIFO or a directory there is refused by read_json, naming it
         check_directory(directory)
         raise LaunchError(f"{path}: no launch.json in {directory}")
@@ -483,12 +488,17 @@ def write_launch(directory: str | Path, launch: Launch, arrays: dict[str, np.nda
     return written
 
 
-def write_launch_error(directory: str | Path, record: dict) -> None:
+def write_launch_error(directory: str | Path, error: BaseException) -> None:
     """A launch directory that holds only why there is no launch (its launch.error.json: the
-    failure's record, rr.records.failure), for pipelines: every later stage reads it as a
-    LaunchError of that status and records it, so the sweep goes on."""
+    failure's record, rr.records.failure of `error`), for pipelines: every later stage reads it as
+    a LaunchError of that status and records it, so the sweep goes on. An error read from another
+    launch.error.json keeps that one as its origin and its reason as it was, so the message a row
+    shows names the file that said it once, not each directory that passed it on."""
     from rr.io import atomic_dir
 
+    record = failure(error)
+    if isinstance(error, LaunchError) and error.origin is not None:
+        record.update(message=error.reason, origin=error.origin)
     with atomic_dir(directory) as tmp:
         LAUNCH_ERROR.within(tmp).write_text(record_text(record))
 

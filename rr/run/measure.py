@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rr.io import check_output, replace_dir, scratch_dir
-from rr.records import COMPARE, LAYER_TIMING, RUN, TIMING, Kind, Status, failure, write_record
+from rr.records import COMPARE, LAYER_TIMING, RUN, TIMING, Kind, Status, write_record
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _splice_launch(m: Measurement, backend: str, out: Path) -> None:
         else:
             relaunch(m.launch, m.module, out, m.splice_record)
     except LaunchError as e:
-        write_launch_error(out, failure(e))
+        write_launch_error(out, e)
 
 
 def _layer_alone(m: Measurement, out: Path) -> None:
@@ -122,7 +122,7 @@ def _layer_alone(m: Measurement, out: Path) -> None:
     try:
         extract_layer(m.reference, m.layer, out, m.module, m.splice_record)
     except LaunchError as e:
-        write_launch_error(out, failure(e))
+        write_launch_error(out, e)
 
 
 def _compare(reference: Path, capture: Path) -> list[dict]:

@@ -52,6 +52,21 @@ def applied(entry: Entry, recipe: Recipe, phase: int) -> Spliced:
     return spliced if spliced.cut else dataclasses.replace(spliced, cut=cut)
 
 
+def default_phase(entry: Entry, recipe: Recipe) -> int:
+    """The phase a splice without one cuts: the recipe's (phase 8 of the synthetic engine's recipes)
+    where the entry has it; the only phase of an entry that has one; otherwise none — a user's
+    kernel is not numbered like the synthetic engine, so guessing would splice the wrong phase."""
+    count = len(entry.phases)
+    if recipe.phase <= count:
+        return recipe.phase
+    if count == 1:
+        return 1
+    if count == 0:
+        raise SpliceError(f"entry {entry.function.name} has no mma phase to splice", Status.NOT_APPLICABLE)
+    raise SpliceError(f"the recipe's default phase {recipe.phase} does not exist: the entry has phases "
+                      f"1–{count}; give --phase")
+
+
 def described_entry(ptx: str | Path, entry: str, grouping: str = "run", descriptor: str | Path | None = None) -> Entry:
     """`entry` of the PTX file `ptx`: its text as it is (a CR LF file stays one), described with its
     phases numbered by `grouping` — or, given `descriptor`, with the phases and epilogues it holds
@@ -92,7 +107,7 @@ def splice(ptx: str | Path, entry: str, recipe: Recipe, phase: int | None, outpu
     ptx = Path(ptx)
     described = described_entry(ptx, entry, grouping, descriptor)
     text = described.text
-    phase = recipe.phase if phase is None else phase
+    phase = default_phase(described, recipe) if phase is None else phase
     spliced = applied(described, recipe, phase)
     cut, live = spliced.cut, spliced.cut.live
     result = assemble(text, entry, cut.first, cut.last, spliced.replacement, spliced.declarations, str(ptx),

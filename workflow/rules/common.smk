@@ -13,6 +13,12 @@ from rr.splice.recipe import recipe_path
 from rr.synth.engine import LAYERS as ENGINE_LAYERS
 from rr.synth.family import LAYERS as NETWORK
 
+# The synthetic engine's entries are named as the real engine's; a corpus of one's own, unless the
+# config says how, is named by its kernels: each entry a layer, called as the entry is.
+if config["corpus"]["entry_pattern"] is None:
+    config["corpus"]["entry_pattern"] = (
+        "cuda_dldn_engine_swin_{layer}_kernel" if config["corpus"]["source"] is None else "{layer}")
+
 # auto resolved once, at DAG time: it decides the frame size the launches are made for.
 BACKEND = resolve_backend(config["backend"])
 FRAME = config["frame"] if BACKEND == "cuda" else config["cpu_frame"]
