@@ -153,13 +153,14 @@ def spec_table(spec: dict) -> str:
 
 
 def _phase_notes(phases: list[dict]) -> list[str]:
-    """Under the phase table, for the phases that need one: why runs of mma are one phase, and
-    the loop a phase runs in (its geometry is then per trip)."""
+    """Under the phase table, for each phase that joins runs of mma: why, and the loop it runs in
+    (its geometry is then per trip: a pipelined K loop's)."""
     out = []
     for p in phases:
-        if p.get("joined"):
-            starts = ", ".join(f"s{a}" for a, _ in p["runs"])
-            out.append(f"  phase {p['phase']}: runs at {starts} joined: {p['joined']}")
+        if not p.get("joined"):
+            continue
+        starts = ", ".join(f"s{a}" for a, _ in p["runs"])
+        out.append(f"  phase {p['phase']}: runs at {starts} joined: {p['joined']}")
         loop = p.get("loop")
         if loop is not None:
             trips = f"{loop['trips']} trips" if loop["trips"] is not None else "trips not known from the code"
