@@ -131,7 +131,10 @@ class Provenance:
             if s.guard and u == s.guard.lstrip("!"):
                 continue
             reach = self.flow.reaching(u, stmt)
-            out.append(combine([self.definition(u, d, depth + 1) for d in reach]))
+            if len(reach) == 1:
+                out.append(self.definition(u, reach[0], depth + 1))
+            else:  # a merge here: each alternative with the definition it comes by
+                out.append(combine([self.definition(u, d, depth + 1).reached_by((d,)) for d in reach]))
         return out
 
     def _trace(self, reg: str, stmt: int, depth: int) -> Source:
