@@ -166,6 +166,7 @@ class Kernel:
     loops: dict = field(default_factory=dict)  # phase -> (loop number, trips or None)
     grouping_gemm: tuple | None = None  # mma per phase under `--grouping gemm`, where it differs
     regen_refusal: dict = field(default_factory=dict)  # phase -> words a refusal must name (and why)
+    accumulator: str = "f16"  # what its mma accumulate in (f32acc does not apply to f32)
 
     @property
     def source(self) -> str:
@@ -342,7 +343,7 @@ def _f32_accum() -> Kernel:
            Mma(weight(0, 512), weight(8, 256, LANE8), D(0)),
            Mma(weight(0, 1024), weight(8, 512, LANE8), D(1)))
     return Kernel(
-        "f32_accum", "nvvm_f32_accum", mma, phases=(2, 1),
+        "f32_accum", "nvvm_f32_accum", mma, phases=(2, 1), accumulator="f32",
         params=(Buf("a", 3 * 512, "e4m3"), Buf("b", 3 * 256, "e4m3"), Buf("out", 2 * 512, "zeros", "float32")))
 
 

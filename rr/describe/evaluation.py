@@ -181,7 +181,8 @@ class SymbolicValues:
         """The induction variable a merge of definitions is: one write inside a loop, on every
         trip, that leaves the register's value at the top of the loop plus a constant (`add`, or
         `add` into another register and a `mov` back, as NVVM writes it), the rest entering the
-        loop from outside with one value."""
+        loop from outside (with one value, or with values whose differing part stays opaque:
+        `_common_part`)."""
         key = (register, reach)
         if key in self._ivs:
             return self._ivs[key]
@@ -197,13 +198,12 @@ class SymbolicValues:
                     continue
                 if not all(self.cfg.dominates(self.cfg.block_of(d), latch) for latch in loop.latches):
                     break
-                inits = {self._defined(register, x) for x in outside}
-                if len(inits) != 1:
-                    break
                 step = self._step(register, reach, d, loop.number)
                 if step is None:
                     break
-                iv = self._ivs[key] = InductionVariable(register, loop.number, d, step, inits.pop())
+                init = _common_part({self._defined(register, x) for x in outside},
+                                    ("opaque", self.cfg.blocks[loop.header].first, register))
+                iv = self._ivs[key] = InductionVariable(register, loop.number, d, step, init)
                 return iv
         return None
 
@@ -287,6 +287,22 @@ class SymbolicValues:
 
 
 _INT = re.compile(r"[bsu](8|16|32|64)$")
+
+
+def _common_part(values: set, rest: tuple) -> Value:
+    """One value for the values a register enters a loop with: the value, where there is one;
+    else the simplest of them with the terms in which the others differ replaced by the factor
+    `rest` — the base pointer and lane part of a pointer that a main loop, or the branch that
+    skips it, hands to a remainder loop stay, what the main loop's trips added becomes `rest` —
+    so that the loop's own advance, `step·trip`, is still seen."""
+    if len(values) == 1:
+        return next(iter(values))
+    base = min(values, key=lambda v: (len(v.terms), repr(v)))
+    diffs = [v.plus(base, -1) for v in values if v != base]
+    varying = {f for d in diffs for f, _ in d.terms if f}
+    lanes_differ = any(isinstance(d.constant, tuple) for d in diffs)
+    kept = {f: c for f, c in base.terms if f not in varying and (f or not lanes_differ)}
+    return Value.of(kept).plus(Value.factor(rest))
 
 
 def _integer_conversion(code: Opcode, v: Value, ranges: Ranges) -> Value | None:

@@ -11,11 +11,19 @@ and the identity mma = m·n·k is checked. (M = 16·|A| is wrong whenever k > 1:
 document's §2.2.) A phase whose chains have unequal lengths, or whose counts admit no integer
 m, n, k, is reported as such with its numbers — never forced into a shape.
 
-Grouping. The default (`run`) is DESIGN's numbering, the reference document's. NVVM often
-interleaves a GEMM's operand loads between its mma statements, which cuts one GEMM into many runs;
-`gemm` grouping joins runs separated only by statements that feed later mma: loads and address
-arithmetic whose results only later mma (or other such statements) read, with no store, barrier,
-branch or read of an accumulator among them.
+Grouping. The default (`run`) is DESIGN's numbering, the reference document's: one phase per
+run — except where a run is no GEMM by itself. A generator that seeds each accumulator chain just
+before its first mma (Triton's `mov.b32 %r187, %r221` between the mma of a K-looped GEMM) cuts
+one GEMM into runs that only make sense together: seven one-mma runs, then a run whose chains
+are the first seven's continued (unequal lengths). The chains tell: a run without a GEMM shape of
+its own (`_geometry`'s problem) is joined with its neighbours, across gaps of operand set-up only
+(`_feeds_later_mma`), into the smallest group that has one, and the phase says why (`joined`).
+Where every run has a shape — the engine's 38 phases, whose runs are separate GEMMs even where
+only weight loads lie between them — nothing is joined, so the reference numbering stays.
+NVVM often interleaves a GEMM's operand loads between its mma statements, which cuts one GEMM into
+many runs that each have a shape; `gemm` grouping joins runs separated only by statements that
+feed later mma: loads and address arithmetic whose results only later mma (or other such
+statements) read, with no store, barrier, branch or read of an accumulator among them.
 """
 
 from __future__ import annotations
@@ -97,7 +105,8 @@ class Phase:
     K: int | None
     identity: bool
     problem: str | None  # why no geometry could be derived
-    runs: tuple = ()  # with `gemm` grouping: the (first, last) statements of each run of mma joined
+    runs: tuple = ()  # the (first, last) statements of each run of mma joined (`gemm`, or a run with no shape)
+    joined: str | None = None  # why the runs are one phase (None: one run)
 
     @property
     def chain_len(self) -> int | None:
@@ -135,7 +144,8 @@ def _geometry(a: int, b: int, lengths: list[int]) -> tuple:
     return m, n, k, None
 
 
-def _phase(index: int, mmas: list[Statement], first: int, last: int, fragments, runs: tuple = ()) -> Phase:
+def _phase(index: int, mmas: list[Statement], first: int, last: int, fragments, runs: tuple = (),
+           joined: str | None = None) -> Phase:
     opcode = mmas[0].opcode
     tile = tile_of(mmas[0].code)
     a_seen, b_seen = {}, {}
@@ -165,6 +175,7 @@ def _phase(index: int, mmas: list[Statement], first: int, last: int, fragments, 
         a_quads=len(a_seen), b_pairs=len(b_seen), chains=len(lengths), chain_lengths=tuple(lengths),
         m=m, n=n, k=k, M=tile[0] * m if ok else None, N=tile[1] * n if ok else None,
         K=tile[2] * k if ok else None, identity=ok and m * n * k == len(mmas), problem=problem, runs=runs,
+        joined=joined,
     )
 
 
@@ -195,16 +206,83 @@ def find_phases(statements: list[Statement], grouping: str = "run", cfg=None, fr
             return statement_fragments(statements[stmt - 1])
     runs = mma_runs(statements)
     if grouping == "run":
-        return [_phase(i, run, run[0].stmt, run[-1].stmt, fragments) for i, run in enumerate(runs, start=1)]
-    groups: list[list[list[Statement]]] = []
-    for run in runs:
-        if groups and _feeds_later_mma(statements, groups[-1], run, cfg):
-            groups[-1].append(run)
+        groups, why = _shapeless_runs_joined(statements, runs, cfg, fragments)
+    else:
+        groups, why = [], {}
+        for run in runs:
+            if groups and _feeds_later_mma(statements, groups[-1], run, cfg):
+                groups[-1].append(run)
+            else:
+                groups.append([run])
+        why = {i: "--grouping gemm joins runs separated only by statements that set up later mma's operands"
+               for i, g in enumerate(groups) if len(g) > 1}
+    return [_group_phase(i + 1, g, fragments, why.get(i)) for i, g in enumerate(groups)]
+
+
+def _group_phase(index: int, group: list[list[Statement]], fragments, joined: str | None = None) -> Phase:
+    """The phase of a group of runs (one run: no `runs`)."""
+    return _phase(index, [s for run in group for s in run], group[0][0].stmt, group[-1][-1].stmt, fragments,
+                  tuple((run[0].stmt, run[-1].stmt) for run in group) if len(group) > 1 else (), joined)
+
+
+_MAX_JOINED = 64  # runs one phase may join (the search for the smallest group is quadratic in it)
+
+
+def _shapeless_runs_joined(statements: list[Statement], runs: list[list[Statement]], cfg,
+                           fragments) -> tuple[list, dict]:
+    """`run` grouping: every run its own phase, but a run with no GEMM shape of its own joined
+    with neighbours (across gaps of operand set-up, `_feeds_later_mma`) into the smallest group
+    that has one — the fewest runs, then the earliest. (groups of runs, group index → why)."""
+    alone = [_group_phase(0, [run], fragments) for run in runs]
+    if all(p.problem is None for p in alone):  # the engine's kernels: nothing to look for
+        return [[run] for run in runs], {}
+    taken: dict[int, tuple[int, int, str]] = {}  # first run of a chosen group -> (first, last, why)
+    used: set[int] = set()
+    for i, p in enumerate(alone):
+        if p.problem is None or i in used:
+            continue
+        found = _smallest_group(statements, runs, cfg, fragments, i, used)
+        if found is None:
+            continue  # no group has a shape: the run stays alone, with its problem
+        lo, hi = found
+        span = f"s{runs[i][0].stmt}–s{runs[i][-1].stmt}"
+        taken[lo] = (lo, hi, f"{hi - lo + 1} runs of mma are one GEMM: the run {span} alone has no GEMM shape "
+                             f"({p.problem}), and only statements that set up later mma's operands lie between them")
+        used.update(range(lo, hi + 1))
+    groups, why, i = [], {}, 0
+    while i < len(runs):
+        if i in taken:
+            lo, hi, reason = taken[i]
+            why[len(groups)] = reason
+            groups.append(runs[lo:hi + 1])
+            i = hi + 1
         else:
-            groups.append([run])
-    return [_phase(i, [s for run in g for s in run], g[0][0].stmt, g[-1][-1].stmt, fragments,
-                   tuple((run[0].stmt, run[-1].stmt) for run in g) if len(g) > 1 else ())
-            for i, g in enumerate(groups, start=1)]
+            groups.append([runs[i]])
+            i += 1
+    return groups, why
+
+
+def _smallest_group(statements, runs, cfg, fragments, i: int, used: set) -> tuple[int, int] | None:
+    """(first, last) of the fewest consecutive runs around run i, none of them in `used`, with
+    only operand set-up between them, whose mma together have a GEMM shape."""
+    def joins(j: int, lo: int) -> bool:  # run j + 1 joins the group runs[lo..j]
+        return _feeds_later_mma(statements, runs[lo:j + 1], runs[j + 1], cfg)
+
+    left = i  # how far the joinable span reaches (each gap tested for the group from i on)
+    while left > 0 and left - 1 not in used and i - left + 1 < _MAX_JOINED and joins(left - 1, left - 1):
+        left -= 1
+    right = i
+    while right + 1 < len(runs) and right + 1 not in used and right - left + 1 < _MAX_JOINED and joins(right, left):
+        right += 1
+    for size in range(2, right - left + 2):
+        for lo in range(max(left, i - size + 1), min(i, right - size + 1) + 1):
+            hi = lo + size - 1
+            if not all(joins(j, lo) for j in range(lo, hi)):
+                continue
+            p = _group_phase(0, runs[lo:hi + 1], fragments)
+            if p.problem is None and p.identity:
+                return lo, hi
+    return None
 
 
 _SIDE_EFFECTS = by_family(frozenset({

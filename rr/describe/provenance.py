@@ -131,7 +131,10 @@ class Provenance:
             if s.guard and u == s.guard.lstrip("!"):
                 continue
             reach = self.flow.reaching(u, stmt)
-            out.append(combine([self.definition(u, d, depth + 1) for d in reach]))
+            if len(reach) == 1:
+                out.append(self.definition(u, reach[0], depth + 1))
+            else:  # a merge here: each alternative with the definition it comes by
+                out.append(combine([self.definition(u, d, depth + 1).reached_by((d,)) for d in reach]))
         return out
 
     def _trace(self, reg: str, stmt: int, depth: int) -> Source:
@@ -165,18 +168,28 @@ class Provenance:
                 and isinstance(ops[0], Reg) and s.guard is None:
             return combine(self._uses(stmt, depth))  # a copy is what it copies
         if mov and len(ops) == 2 and (isinstance(ops[1], Vec) or isinstance(ops[0], Vec)):
-            # joins and splits of halves carry what the parts were: loads stay loads, packs packs
-            inner = self._uses(stmt, depth)
-            merged = combine(inner)
-            if merged.kind in ("weight", "table", "pack", "transpose", "D", "zero"):
-                return merged if merged.kind not in ("D", "transpose") else _packed(merged)
-            if merged.kind == "computed":
-                return merged
+            # joins and splits of halves carry what the parts were: loads stay loads, packs packs;
+            # halves that are merges (packs made on either side of a branch, joined after it)
+            # are the merge of what each side's halves were
+            merged = combine(self._uses(stmt, depth))
+            found = _joined(merged)
+            if found is not None:
+                return found
+            if merged.kind == "merge":
+                alternatives = [_joined(a) for a in merged.alternatives]
+                if all(a is not None and a.kind != "computed" for a in alternatives):
+                    return combine(alternatives)
             return self._computed(stmt)
+        if code.base == "selp":  # a choice between two values: the merge of what each is
+            return combine([self._operand_source(o, stmt, depth) for o in flow.operands(stmt)[1:3]])
         if code.base in ("cvt", "mov", "movmatrix"):
             transpose = code.base == "movmatrix"
+            uses = self._uses(stmt, depth)
+            if len(uses) == 1 and uses[0].kind == "merge":  # a repack of a merge: the merge of the repacks
+                alternatives = [_repacked(a, transpose) for a in uses[0].alternatives]
+                return combine(alternatives) if all(alternatives) else self._computed(stmt)
             phases = set()
-            for inner in self._uses(stmt, depth):
+            for inner in uses:
                 if inner.kind in ("pack", "transpose", "D"):
                     transpose = transpose or inner.kind == "transpose"
                     phases.add(inner.phase)
@@ -186,6 +199,15 @@ class Provenance:
                     return self._computed(stmt)
             if len(phases) == 1:
                 return Source("transpose" if transpose else "pack", phase=phases.pop())
+        return self._computed(stmt)
+
+    def _operand_source(self, op, stmt: int, depth: int) -> Source:
+        """The source of one operand read at `stmt`: a register's reaching definitions, an
+        immediate's value (zero or computed)."""
+        if isinstance(op, Reg) and not op.special:
+            return combine([self.definition(op.name, d, depth + 1) for d in self.flow.reaching(op.name, stmt)])
+        if isinstance(op, Imm) and op.value == 0:
+            return Source("zero")
         return self._computed(stmt)
 
     def _staged(self, stmt: int, load: Access | None, depth: int) -> tuple:
@@ -236,6 +258,26 @@ _TRACING = Source("tracing")  # a definition's memo entry while its trace is und
 def _loaded(kind: str, acc: Access) -> Source:
     """A weight or table load through the access's base pointer."""
     return Source(kind, [acc], base=None if acc.base is None else acc.base.as_json())
+
+
+def _joined(src: Source) -> Source | None:
+    """What a join or split of halves whose source is `src` is: loads stay loads, packs packs, a D
+    or a transpose's halves a pack (or transpose) of that phase, a computed value what it was;
+    None for anything else (a merge among them)."""
+    if src.kind in ("weight", "table", "pack", "zero", "computed"):
+        return src
+    if src.kind in ("D", "transpose"):
+        return _packed(src).reached_by(src.defs)
+    return None
+
+
+def _repacked(src: Source, transpose: bool) -> Source | None:
+    """A conversion or transpose of a D, pack or transpose of phase p: a pack (a transpose where
+    one is involved) of phase p, with the definitions that reach for it; None otherwise."""
+    if src.kind not in ("pack", "transpose", "D"):
+        return None
+    kind = "transpose" if transpose or src.kind == "transpose" else "pack"
+    return Source(kind, defs=src.defs, phase=src.phase)
 
 
 def _packed(src: Source) -> Source:

@@ -59,10 +59,11 @@ def described_phases(spec: dict, where) -> tuple[list[Phase], list[Epilogue]]:
     def build(cls, rows: list, what: str):
         out = []
         for i, row in enumerate(rows):
-            missing = [f.name for f in dataclasses.fields(cls) if f.name not in row]
+            missing = [f.name for f in dataclasses.fields(cls) if f.name not in row
+                       and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
             if missing:
                 raise InvalidInput(f"{where}: {what}[{i}] has no {missing[0]!r}: not a descriptor rr describe wrote")
-            out.append(cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)}))
+            out.append(cls(**{f.name: row[f.name] for f in dataclasses.fields(cls) if f.name in row}))
         return out
 
     phases = [dataclasses.replace(p, chain_lengths=tuple(p.chain_lengths), runs=tuple(map(tuple, p.runs)))
@@ -96,7 +97,8 @@ def _spec_json(function, statements: list[Statement] | None, grouping: str, modu
             "opcode": p.opcode, "a_quads": p.a_quads, "b_pairs": p.b_pairs, "chains": p.chains,
             "chain_len": p.chain_len, "chain_lengths": list(p.chain_lengths), "m": p.m, "n": p.n,
             "k": p.k, "M": p.M, "N": p.N, "K": p.K, "tiles": p.tiles, "identity": p.identity,
-            "problem": p.problem, "runs": [list(r) for r in p.runs], **src,
+            "problem": p.problem, "runs": [list(r) for r in p.runs],
+            **({"joined": p.joined} if p.joined is not None else {}), **src,
         } for p, src in zip(phases, sources)],
         "loops": [describe_loop(flow, lp) for lp in flow.cfg.loops],
         "irreducible": [[flow.cfg.blocks[a].last, flow.cfg.blocks[b].first] for a, b in flow.cfg.irreducible],
@@ -129,6 +131,7 @@ def spec_table(spec: dict) -> str:
         mark = "✔" if p["identity"] else "✘"
         lines.append(head + f"{p['m']:>3} {p['n']:>3} {p['k']:>3} {p['M']:>5} {p['N']:>5} {p['K']:>5}  "
                      f"{mark} {p['m']}·{p['n']}·{p['k']} = {p['m'] * p['n'] * p['k']}")
+    lines += _phase_notes(phases)
     lines += ["", f"{'#':>3}  {'A from':<22} {'B from':<22} {'C from':<22} B offsets"]
     for p, src in zip(phases, sources):
         offs = src["b_offsets"]
@@ -147,6 +150,24 @@ def spec_table(spec: dict) -> str:
     lines.append(f"weight extent: {spec['weight_extent']} bytes" if spec["weight_extent"] is not None else
                  "weight extent: none (no phase loads its B fragments through a weight pointer)")
     return "\n".join(lines)
+
+
+def _phase_notes(phases: list[dict]) -> list[str]:
+    """Under the phase table, for each phase that joins runs of mma: why, and the loop it runs in
+    (its geometry is then per trip: a pipelined K loop's)."""
+    out = []
+    for p in phases:
+        if not p.get("joined"):
+            continue
+        starts = ", ".join(f"s{a}" for a, _ in p["runs"])
+        out.append(f"  phase {p['phase']}: runs at {starts} joined: {p['joined']}")
+        loop = p.get("loop")
+        if loop is not None:
+            trips = f"{loop['trips']} trips" if loop["trips"] is not None else "trips not known from the code"
+            shape = f"{p['M']}×{p['N']}×{p['K']} " if not p["problem"] else ""
+            out.append(f"  phase {p['phase']}: {shape}per trip of loop {loop['loop']} "
+                       f"(s{loop['first_stmt']}–s{loop['last_stmt']}, {trips})")
+    return [""] + out if out else []
 
 
 def write_description(spec: dict, out_dir) -> None:

@@ -1,6 +1,8 @@
 """The PTX ISA's m16n8k32 fragment layouts for e4m3 A and B and f16/f32 C and D, as numpy
 gathers and scatters over a warp's 32 lanes. Used by the CPU interpreter's `mma` and by the
-probe reader. Lane l has g = l >> 2 and t = l & 3.
+probe reader. Lane l has g = l >> 2 and t = l & 3. In bytes the m16n8k16 f16/bf16, m16n8k8 tf32
+and m16n8k32 s8/u8 forms have the same layouts (rr.numerics.forms reads the bytes as their
+elements; an s32 C/D is the f32 layout).
 
 A (16×32): a0 holds row g, k 4t…4t+3; a1 row g+8; a2, a3 the same rows at k 16+4t….
 B (32×8):  b0 holds column g, k 4t…4t+3; b1 k 16+4t….
@@ -73,3 +75,15 @@ def d_registers(d: np.ndarray) -> list:
         return [np.ascontiguousarray(rows[:, r]) for r in range(2)]
     cells = np.ascontiguousarray(d, np.float32).view(np.uint32).reshape(-1, 2, 8, 4, 2)
     return [np.ascontiguousarray(cells[:, r >> 1, :, :, r & 1]).reshape(-1, 32) for r in range(4)]
+
+
+def a_registers(a: np.ndarray) -> list:
+    """(warps, 16, 32) A bytes → its four (warps, 32) uint32 registers: the inverse of a_matrix."""
+    w = np.ascontiguousarray(a, np.uint8).view(np.uint32).reshape(-1, 2, 8, 2, 4)  # row block, g, half, t
+    return [np.ascontiguousarray(w[:, r & 1, :, r >> 1]).reshape(-1, 32) for r in range(4)]
+
+
+def b_registers(b: np.ndarray) -> list:
+    """(warps, 32, 8) B bytes (k-major) → its two (warps, 32) uint32 registers: the inverse of b_matrix."""
+    w = np.ascontiguousarray(np.swapaxes(b, -1, -2), np.uint8).view(np.uint32).reshape(-1, 8, 2, 4)  # g, half, t
+    return [np.ascontiguousarray(w[:, :, r]).reshape(-1, 32) for r in range(2)]

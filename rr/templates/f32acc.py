@@ -1,38 +1,44 @@
 """The `f32acc` template: the phase's chains accumulated in f32, rounded to f16 once at the end.
 
-Each accumulator chain becomes a chain of `mma…f32.e4m3.e4m3.f32` on four f32 registers. Its seed
-is the original f16 C pair widened (fragment layout: f16 reg0 = row g, columns 2t and 2t+1, reg1 =
-row g+8; f32 regs 0,1 = row g, regs 2,3 = row g+8), and every D the rest of the kernel reads is
+Each accumulator chain of an f16-accumulating mma — fp8 (`mma…f16.e4m3.e4m3.f16`) or f16
+(`mma.m16n8k16…f16.f16.f16.f16`) inputs — becomes a chain of the same mma's `.f32` form on four
+f32 registers (rr.numerics.forms: the forms share the C/D fragment layout). Its seed is the
+original f16 C pair widened (fragment layout: f16 reg0 = row g, columns 2t and 2t+1, reg1 = row
+g+8; f32 regs 0,1 = row g, regs 2,3 = row g+8), and every D the rest of the kernel reads is
 narrowed back with `cvt.rn.f16x2.f32` into the register it had. An mma that accumulates in f32
-already is kept as it is (f32 accumulation is then the phase itself), and the other statements of
-a grouped phase (operand loads) keep their place. A numerics variant: judged by PSNR, not identity.
+(or s32) already is kept as it is, and the other statements of a grouped phase (operand loads)
+keep their place. A phase none of whose mma accumulates in f16 — bf16 and tf32 have only the f32
+form, integers s32, Triton's f16 GEMMs ask for f32 — is no phase for the recipe (NotApplicable,
+saying what its mma accumulate in). A numerics variant: judged by PSNR, not identity.
 """
 
 from __future__ import annotations
 
+from rr.numerics.forms import mma_form
 from rr.ptx.model import register_names
-from rr.ptx.opcodes import Opcode
 from rr.ptx.statements import operands as statement_operands
 from rr.splice.recipe import Check
-from rr.templates import TemplateError
+from rr.templates import NotApplicable, TemplateError
 from rr.templates.base import Cut, Entry, Spliced
-
-_FP8 = ("e4m3", "e5m2")
-
-
-def _accumulates_in(code: Opcode, acc: str) -> bool:
-    """An fp8 mma whose D and C are `acc` (its types D, A, B, C: `acc`, fp8, fp8, `acc`)."""
-    t = code.types
-    return len(t) == 4 and t[0] == t[3] == acc and t[1] in _FP8 and t[2] in _FP8
 
 
 def f32acc(entry: Entry, at: Cut) -> Spliced:
     """The phase's cut `at` with its chains accumulated in f32."""
     cut = entry.statements[at.first - 1:at.last]
-    others = [s for s in cut if s.code.base != "mma"]
-    chains = {d for s in cut if s.code.base == "mma" for d in s.defs}
-    if any(chains & set(s.uses) for s in others):
-        bad = next(s for s in others if chains & set(s.uses))
+    mmas = [s for s in cut if s.code.base == "mma"]
+    forms = {s.stmt: mma_form(s.code.shape, s.code.types, s.code.mods) for s in mmas}
+    unknown = next((s for s in mmas if forms[s.stmt] is None), None)
+    if unknown is not None:
+        raise TemplateError(f"s{unknown.stmt}: {unknown.opcode} is no mma form f32acc knows (rr.numerics.forms)")
+    if mmas and all(f.acc != "f16" for f in forms.values()):
+        raise NotApplicable(f"its {len(mmas)} mma accumulate in "
+                            f"{' and '.join(sorted({f.acc for f in forms.values()}))} already: there is no f16 "
+                            "accumulation to widen")
+    own = set(forms)
+    flow = entry.flow
+    bad = next((s for s in cut if s.stmt not in own and any(set(flow.reaching(u, s.stmt)) & own for u in s.uses)),
+               None)
+    if bad is not None:  # what an mma of the cut wrote, read inside it
         raise TemplateError(f"f32acc replaces the mma of a phase; s{bad.stmt} ({bad.opcode}) in the cut reads "
                             "an accumulator")
     out: list[str] = []
@@ -51,16 +57,14 @@ def f32acc(entry: Entry, at: Cut) -> Spliced:
 
     needed = set(at.live.live_out)
     for s in cut:
-        if s.code.base != "mma":
+        if s.stmt not in own:
             out.append(s.text)  # a grouped phase's operand loads, kept in their place
             continue
         code, ops = s.code, statement_operands(s)
-        if _accumulates_in(code, "f32"):
-            out.append(s.text)  # accumulates in f32 already: f32 accumulation is the phase itself
+        if forms[s.stmt].acc != "f16":
+            out.append(s.text)  # accumulates in f32 (or s32) already: that is the phase itself
             kept += 1
             continue
-        if not _accumulates_in(code, "f16"):
-            raise TemplateError(f"s{s.stmt}: {code.text} is neither an f16- nor an f32-accumulating fp8 mma")
         d, a, b, c = (register_names(op) for op in ops[:4])
         acc = wide.get(c)
         if acc is None:  # a chain's seed: widen the f16 pair

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from rr.numerics import mma
+from rr.numerics.forms import FORM_MODELS, mma_form
 from rr.run import fragments
 
 BUFFER_SHIFT = 40
@@ -376,8 +377,14 @@ class Machine:
 
 
 def mma_sync(m: Machine, op, mask, d_regs, a_regs, b_regs, c_regs) -> None:
-    """One `mma.sync.aligned.m16n8k32.row.col` over every warp of the chunk."""
+    """One `mma.sync.aligned.…row.col` of a form rr.numerics.forms knows, over every warp of the chunk."""
     mma_sync_run(m, [op], mask, [(d_regs, a_regs, b_regs, c_regs)])
+
+
+def _c_view(c: np.ndarray, form) -> np.ndarray:
+    """An f32-layout C matrix as the form's accumulator: s32 for an integer form (its D goes
+    back into the registers as the same bits)."""
+    return c.view(np.int32) if form.integer else c
 
 
 def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
@@ -395,7 +402,11 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     for op, (_, _, b_regs, c_regs) in zip(ops, members):  # in the statements' order
         bs.append(fragments.b_matrix([w(r, op) for r in b_regs]))
         cs.append(fragments.c_matrix([w(r, op) for r in c_regs]))
-    if m.mma_model is mma.mma_sync and len(ops) > 1:
+    form = mma_form(ops[0].code.shape, ops[0].code.types, ops[0].code.mods)
+    if form is not None and not form.fp8:  # the other forms' models, by the name of the e4m3 one (rr.numerics.forms)
+        model = FORM_MODELS[next((k for k, f in mma.MMA_MODELS.items() if f is m.mma_model), mma.DEFAULT_MMA)]
+        ds = [model(form, a, b, _c_view(c, form)).view(c.dtype) for b, c in zip(bs, cs)]
+    elif m.mma_model is mma.mma_sync and len(ops) > 1:
         ds = mma.mma_sync_many(a, bs, cs)
     else:
         ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
