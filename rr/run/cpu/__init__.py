@@ -13,6 +13,7 @@ which (docs/numerics.md).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -129,6 +130,8 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     frame passes the same arrays from one layer's launch to the next; returns the run record."""
     t0 = time.perf_counter()
     program, ctx = prepare(module_ptx(Path(module), launch.entry), launch.entry)
+    if launch.shared_bytes:  # the launch's dynamic shared memory, after the static variables (`.extern .shared`)
+        program = dataclasses.replace(program, shared_bytes=program.shared_bytes + launch.shared_bytes)
 
     handles, buffers, images = {}, [], []
     for f in launch.fields + launch.extra:

@@ -4,8 +4,9 @@ Values are computed for every lane and written only to the lanes in `mask` (None
 touched only by the lanes in `mask`. Arithmetic rounds as the PTX does, through `rr.numerics`
 (f16 and f16x2 with one rounding, e4m3 packs with satfinite, the `.approx` functions, `mma`).
 Integer and bit instructions are in `integer`, `cvt` in `convert`, warp votes and reductions in
-`warp`, atomics in `atomic`; moves, memory, floats, shuffles, barriers and images here. An
-instruction outside this set stops decoding with its statement, line and opcode.
+`warp`, atomics in `atomic`, `cp.async`, `ldmatrix` and `stmatrix` in `matrix`; moves, memory,
+floats, shuffles, barriers and images here. An instruction outside this set stops decoding with
+its statement, line and opcode.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from rr.numerics import half, mufu, rounding
 from rr.ptx.model import Vec
 from rr.ptx.opcodes import Kind, by_family, families
-from rr.run.cpu import atomic, integer, warp
+from rr.run.cpu import atomic, integer, matrix, warp
 from rr.run.cpu.convert import compile_cvt
 from rr.run.cpu.machine import (
     BITS,
@@ -808,6 +809,7 @@ _HANDLERS = by_family({
     "red": atomic.compile_atom, "membar": _nothing, "fence": _nothing, "nanosleep": _nothing, "prefetch": _nothing,
     "prefetchu": _nothing,
     **warp.HANDLERS,
+    **matrix.HANDLERS,
     **{k: integer.HANDLERS[k] for k in ("lop3", "shf", "bfe", "bfi", "prmt", "brev", "clz", "popc", "bfind",
                                         "mul24", "mad24", "sad", "dp4a", "dp2a", "cnot", "addc", "subc", "madc")},
     **{k: integer.HANDLERS[k] for k in families(Kind.VIDEO) if k in integer.HANDLERS},
