@@ -190,7 +190,7 @@ class Slot:
         warp_bits = max(warps - 1, 0).bit_length()
         if warps != 1 << warp_bits:
             return None
-        period = next((p for p in range(1, len(stages) // 2 + 1)
+        period = next((p for p in range(1, max(len(stages) // 2, 1) + 1)
                        if all(s == stages[i % p] for i, s in enumerate(stages))), None)
         for combine, rel in (("xor", lambda a: a ^ a00), ("add", lambda a: a - a00)):
             lane_basis = [rel(within[(0, 1 << i)]) for i in range(5)]
@@ -226,7 +226,9 @@ class Staged:
     trips: list  # the trips looked at ([None] outside a loop)
     warps: int
     slots: list  # [Slot]: the shared-memory reads feeding the operand, in the order of its bytes
-    pattern: tuple | None  # per operand byte: (slot, register, byte, widened type, half), the same for every warp and trip
+    # per byte of the operand's registers: (slot, register of the read, its byte, widened type or None,
+    # which half of the widened f16), the same for every lane, warp and trip (None where it is not)
+    pattern: tuple | None
     loads: tuple  # the statements that read the elements from global memory (cp.async, ld.global)
     assumed: tuple  # what the description assumed (a copy's size taken as whole, …)
 
@@ -802,8 +804,9 @@ class _Unrolled:
         bytes; returns the pattern of its bytes, (slot, register, byte, widened type, half) each
         (None where the reads differ from those of another warp or trip)."""
         order: dict = {}
-        pattern = []
-        for lane, row in enumerate(rows):
+        patterns = set()
+        for row in rows:
+            pattern = []
             for byte in row:
                 fmt = half = None
                 if byte[0] == "cvt":
@@ -811,9 +814,8 @@ class _Unrolled:
                 if byte[0] != "read":
                     return None
                 _, d, trip, reg, b, _ = byte
-                slot = order.setdefault((d, trip), len(order))
-                if lane == 0:
-                    pattern.append((slot, reg, b, fmt, half))
+                pattern.append((order.setdefault((d, trip), len(order)), reg, b, fmt, half))
+            patterns.add(tuple(pattern))
         for (d, trip), i in order.items():
             s = self.flow.statements[d - 1]
             if i == len(slots):
@@ -827,7 +829,7 @@ class _Unrolled:
             slot.addresses[(w, t)] = where[1]
             slot.touched[(w, t)] = sorted({a for r in range(4) for row in self._reads.get((w, d, trip, r), ())
                                            for a in row})
-        return tuple(pattern) if len(order) == len(slots) else None
+        return patterns.pop() if len(patterns) == 1 and len(order) == len(slots) else None
 
     def intact(self, staged: Staged, at: int) -> str | None:
         replay = self.replay
