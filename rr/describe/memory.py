@@ -1,7 +1,8 @@
 """Memory accesses: a load's or store's address, evaluated symbolically (`rr.describe.evaluation`),
 split the way the reference document reports it — its base pointer (a pointer loaded from the
 parameter space, or a declared variable's address), its lane part, its other terms (the `%tid.z`
-slab among them) and its constant byte offset — and which shared stores a shared load reads."""
+slab among them) and its constant byte offset —, the global address an asynchronous copy reads
+(`copy_source`), and which shared stores a shared load reads."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rr.describe.evaluation import SymbolicValues
 from rr.describe.kernel import Kernel
 from rr.describe.sources import base_text
 from rr.describe.values import LANES, Value, lane_text, lanes
-from rr.ptx.model import Addr, Vec
+from rr.ptx.model import Addr, Imm, Vec
 from rr.ptx.opcodes import Opcode
 
 
@@ -90,13 +91,26 @@ class Accesses:
         return self._accesses[stmt]
 
     def _access(self, stmt: int) -> Access | None:
-        s = self.statements[stmt - 1]
         ops = self.operands(stmt)
         addr = next((o for o in ops if isinstance(o, Addr)), None)
         if addr is None:
             return None
-        code = s.code
-        space = code.space or "generic"
+        code = self.statements[stmt - 1].code
+        data = ops[0] if code.base in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
+        return self._split(stmt, addr, code.space or "generic", _bytes(code, data))
+
+    def copy_source(self, stmt: int) -> Access | None:
+        """The global address an asynchronous copy (`cp.async.ca.shared.global [dst], [src], n`)
+        reads, its width the copy's size; None for any other statement."""
+        code = self.statements[stmt - 1].code
+        ops = self.operands(stmt)
+        if code.base != "cp" or code.spaces[1:2] != ("global",) or len(ops) < 3 or not isinstance(ops[1], Addr):
+            return None
+        size = ops[2].value if isinstance(ops[2], Imm) and isinstance(ops[2].value, int) else 16
+        return self._split(stmt, ops[1], "global", size)
+
+    def _split(self, stmt: int, addr: Addr, space: str, width: int) -> Access:
+        """An address operand's value split into base, lane part, other terms and offset."""
         if addr.base is None:
             v = Value.const(addr.offset)
         else:
@@ -114,9 +128,7 @@ class Accesses:
         const = lanes(terms.pop((), 0))
         offset = const[0]
         lane_bytes = tuple(x - offset for x in const) if const.count(offset) < LANES else None
-        data = ops[0] if code.base in ("ld", "atom", "tex") else ops[1] if len(ops) > 1 else ops[0]
-        return Access(stmt, space, base, offset, lane_bytes, tuple(sorted(terms.items())),
-                      _bytes(code, data))
+        return Access(stmt, space, base, offset, lane_bytes, tuple(sorted(terms.items())), width)
 
     def store_epoch(self, load: int) -> list[int]:
         """The shared stores a shared load at statement `load` reads: those after the last barrier

@@ -1,14 +1,18 @@
 """The descriptor's plain data for what the operand provenance finds (docs/formats.md,
 Descriptions): per role its sources combined — kind, base pointer, phase, byte offsets, lane part
 and every other address term (`factor_json`, `term_json`) —, a merge's alternatives with the
-definitions that reach for each, and the loop a phase runs in."""
+definitions that reach for each, the loop a phase runs in, and each operand staged in shared
+memory element by element (`staged_json`)."""
 
 from __future__ import annotations
+
+import json
 
 from rr.describe.dataflow import Dataflow
 from rr.describe.loops import describe_loop
 from rr.describe.phases import Phase
 from rr.describe.sources import Source, combine, most_common, sources_text
+from rr.describe.staging import Staged
 from rr.ptx.reaching import UNDEFINED
 
 
@@ -76,6 +80,37 @@ def operand_json(found: list[Source], flow: Dataflow) -> dict | None:
     if merged.kind == "merge":
         out["alternatives"] = [{**_source_json(a), "definitions": _definitions_json(flow, a.defs)}
                                for a in merged.alternatives]
+    staged = [staged_json(s.staged) for s in found if s.staged is not None]
+    if staged:
+        def common(key):
+            return staged[0][key] if len({json.dumps(x[key], sort_keys=True) for x in staged}) == 1 else None
+        out["base"], out["terms"] = common("base"), common("terms")
+        out["offsets"] = sorted({x["offset"] for x in staged})
+        out["staged"] = staged
+    return out
+
+
+def staged_json(st: Staged) -> dict:
+    """One operand staged in shared memory (rr.describe.staging.Staged) as plain data: every
+    element's byte offset from the pointer — `offset` + `lane_elements[lane][element]` for warp 0 on
+    the first trip, plus `warp_bytes[warp]` and `trip_bytes`·trip (`elements[warp][trip]` in full
+    where the offsets do not decompose so) — the address's other terms, and per shared-memory read
+    its instruction, statements and layout (`Slot.layout`)."""
+    warp_bytes, trip_bytes = st.decomposed()
+    first = st.offsets[(0, st.trips[0])]
+    out = {
+        "stmt": st.stmt, "registers": list(st.registers), "base": st.base.as_json(),
+        "element_bytes": st.element_bytes, "widened": st.converted, "offset": st.offset,
+        "lane_elements": [[x - st.offset for x in row] for row in first],
+        "warp_bytes": warp_bytes, "trip_bytes": trip_bytes, "loop": st.loop,
+        "trips": len(st.trips) if st.loop is not None else None,
+        "terms": [term_json(f, c) for f, c in st.terms], "loads": list(st.loads),
+        "reads": [{"opcode": slot.opcode, "stmts": sorted({d for d, _ in slot.reads.values()}),
+                   "layout": slot.layout(st.warps, st.trips)} for slot in st.slots],
+        "assumed": list(st.assumed),
+    }
+    if warp_bytes is None or (st.loop is not None and trip_bytes is None):
+        out["elements"] = [[[list(row) for row in st.offsets[(w, t)]] for t in st.trips] for w in range(st.warps)]
     return out
 
 

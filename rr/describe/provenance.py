@@ -9,7 +9,11 @@ C; `pack` — requantised packs (`cvt…e4m3x2`, `mov.b32 {…}`) of an earlier 
 — `movmatrix`; `zero`; `input` — a register no statement writes (or a parameter's value);
 `computed` (in an epilogue) for anything else; `merge` where definitions of different sources
 reach. A load's address is split into base, lane part, other terms and byte offset by
-`rr.describe.memory`, over the symbolic values of `rr.describe.evaluation`.
+`rr.describe.memory`, over the symbolic values of `rr.describe.evaluation`. An A or B operand that
+came through shared memory from global memory element by element (`cp.async` or a global load
+and `st.shared`, then `ldmatrix` or `ld.shared`, XOR swizzles, rings of stages, software
+pipelining: what Triton and CUTLASS make) is `shared(global(param+N))`, its elements' offsets
+and shared layout found byte by byte by `rr.describe.staging` (`Provenance.staged`).
 
 `Provenance` is the tracing, for the descriptor (`operand_sources`) and for the templates, which
 ask it for a phase's operands (`phase_operands`) or one operand's source (`operand`).
@@ -24,6 +28,7 @@ from rr.describe.memory import Access
 from rr.describe.operand_json import loop_json, operand_json
 from rr.describe.phases import Epilogue, Phase, is_mma
 from rr.describe.sources import Source, combine, most_common, sources_text
+from rr.describe.staging import Staging, element_bytes
 from rr.ptx.model import Imm, Reg, Sym, Vec
 from rr.ptx.reaching import UNDEFINED
 
@@ -43,6 +48,10 @@ class Provenance:
         self._operands: dict[tuple, Source] = {}
         self._stored: dict[tuple, tuple] = {}  # shared stores -> the sources of what they stored (`_staged`)
         self._store_planes: dict[int, set] = {}  # a shared store -> the offsets its planes meet
+        self.staging = Staging(flow)
+        # whether the kernel moves matrices through shared memory the way generators do (then
+        # every operand not traced to a load or a D is looked for there)
+        self._moves = any(_moves_matrices(s.code) for s in flow.statements)
 
     def operand(self, regs: tuple, at: int, skip: frozenset = frozenset()) -> Source:
         """The source of an operand's registers read at `at` (definitions in `skip` ignored)."""
@@ -73,7 +82,7 @@ class Provenance:
                 if regs and len(regs) == 1 and flow.statements[stmt - 1].code.base == "wgmma":
                     sources[role].append(self.descriptor(regs[0], stmt))
                 elif regs:
-                    sources[role].append(self.operand(regs, stmt))
+                    sources[role].append(self.staged(regs, stmt, role, self.operand(regs, stmt)))
             if c is None:
                 sources["C"].append(Source("zero"))
                 continue
@@ -81,6 +90,30 @@ class Provenance:
             if not chained:
                 sources["C"].append(self.operand(c, stmt, own))
         return sources
+
+    def staged(self, regs: tuple, stmt: int, role: str, found: Source) -> Source:
+        """`found`, the register tracing's source of the A or B operand `regs` of mma `stmt` — or,
+        where the operand came through shared memory from global memory element by element,
+        `shared(global(param+N))` with what rr.describe.staging found (`Source.staged`)."""
+        if not self._worth_staging(found):
+            return found
+        size = element_bytes(self.flow.statements[stmt - 1].code, role)
+        staged = self.staging.operand(regs, stmt, size) if size else None
+        if staged is None:
+            return found
+        fields = {"widened": staged.converted} if staged.converted else {}
+        return Source("shared", [], staged=staged, stored=(Source("global", base=staged.base.as_json()),), **fields)
+
+    def _worth_staging(self, found: Source) -> bool:
+        """Whether an operand may have come through shared memory element by element: in a kernel
+        that moves matrices there, any not traced to a load or a D; elsewhere, shared-memory loads
+        of what global loads stored."""
+        if found.kind in ("weight", "table", "D", "pack", "transpose", "zero"):
+            return False
+        if self._moves:
+            return True
+        stored = found.fields.get("stored") if found.kind == "shared" else None
+        return bool(stored) and all(x.kind in ("weight", "table") for x in stored)
 
     def _reached(self, reg: str, reach: tuple) -> Source:
         if not reach:
@@ -255,6 +288,11 @@ class Provenance:
 _TRACING = Source("tracing")  # a definition's memo entry while its trace is under way
 
 
+def _moves_matrices(code) -> bool:
+    """cp.async into shared memory, ldmatrix, stmatrix."""
+    return code.base in ("ldmatrix", "stmatrix") or (code.base == "cp" and code.spaces[:1] == ("shared",))
+
+
 def _loaded(kind: str, acc: Access) -> Source:
     """A weight or table load through the access's base pointer."""
     return Source(kind, [acc], base=None if acc.base is None else acc.base.as_json())
@@ -313,7 +351,8 @@ def operand_sources(flow: Dataflow, phases: list[Phase], epilogues: list[Epilogu
         for name, found in distinct.items():
             row[f"{name.lower()}_source"] = sources_text([s.value for s in found])
         for name in ("A", "B", "C"):
-            row[f"{name.lower()}_offsets"] = sorted({acc.offset for s in sources[name] for acc in s.accesses})
+            row[f"{name.lower()}_offsets"] = sorted({acc.offset for s in sources[name] for acc in s.accesses} |
+                                                    {s.staged.offset for s in sources[name] if s.staged is not None})
         # the %tid.z stride of the phase's weight loads: B's, or C's where B reads no weights (phase 7)
         slabs = {acc.slab_stride for s in sources["B"] for acc in s.accesses if acc.slab_stride} or \
             {acc.slab_stride for s in sources["C"] for acc in s.accesses if acc.slab_stride}

@@ -1,6 +1,6 @@
 """Operand sources as values: where an mma operand's registers come from, as the structured value
 the descriptor holds (docs/formats.md, Descriptions), and the one function that spells a source for
-people (`source_text`: `weight(param+40)`, `pack(D of phase 5)`, …) — `rr spec`'s table, the
+people (`source_text`: `weight(param+40)`, `pack(D of phase 5)`, `shared(global(param+0))`, …) — `rr spec`'s table, the
 report's phase tables and the templates' records all show what it derives. Nothing reads a source
 back from its text: a stage that needs the base pointer or the phase reads the value.
 
@@ -11,7 +11,11 @@ The values, by `kind`:
 `{"space": S, "symbol": NAME}` (the address of variable NAME, accessed in state space S) or null;
 `{"kind": "shared", "stored": [source, …]}` — shared-memory loads, with the sources of what the
 shared stores they read had stored (`{"kind": "shared", "descriptor_of": [NAME, …]}`: a wgmma
-matrix descriptor of those shared variables);
+matrix descriptor of those shared variables); `{"kind": "shared", "stored": [{"kind": "global",
+"base": B}], "widened": T}` — an operand every element of which came through shared memory from
+global memory through pointer B (`cp.async`, or a global load and `st.shared`, then `ldmatrix` or
+`ld.shared`: rr.describe.staging, whose per-element offsets and shared layout the operand's
+`staged` data holds), T the fp8 type widened to the mma's f16 on the way (absent when none);
 `{"kind": "D", "phase": p}` — a chained C; `{"kind": "pack", "phase": p}` — requantised packs of
 phase p's D; `{"kind": "transpose", "phase": p}` — its `movmatrix` transposes;
 `{"kind": "zero"}`; `{"kind": "input"}` — a register no statement writes (or a parameter's value);
@@ -34,11 +38,13 @@ def source_text(value: dict) -> str:
     """A source's structured value for people: `weight(param+40)`, `shared(pack(D of phase 8))`,
     `D(phase 7)`, `computed(epilogue 12)`, `merge(… | …)`."""
     kind = value["kind"]
-    if kind in ("weight", "table"):
+    if kind in ("weight", "table", "global"):
         detail = base_text(value["base"])
     elif kind == "shared":
         detail = ("descriptor of " + ", ".join(value["descriptor_of"]) if "descriptor_of" in value
                   else " + ".join(map(source_text, value["stored"])))
+        if "widened" in value:
+            detail += f" from {value['widened']}"
     elif kind == "D":
         detail = f"phase {value['phase']}"
     elif kind in ("pack", "transpose"):
@@ -59,18 +65,20 @@ def sources_text(values: list[dict]) -> str:
 
 class Source:
     """Where an operand comes from: its structured value (`value`, the module docstring's) and what
-    the tracing found with it — the loads (`accesses`), a merge's `alternatives` (Sources), and
-    the definitions reaching the operand it comes from (`defs`; 0 is the value on entry)."""
+    the tracing found with it — the loads (`accesses`), a merge's `alternatives` (Sources), the
+    definitions reaching the operand it comes from (`defs`; 0 is the value on entry), and for an
+    operand staged in shared memory element by element its `staged` (rr.describe.staging.Staged)."""
 
-    __slots__ = ("kind", "fields", "accesses", "alternatives", "defs", "_text")
+    __slots__ = ("kind", "fields", "accesses", "alternatives", "defs", "staged", "_text")
 
     def __init__(self, kind: str, accesses: list | None = None, alternatives: list | None = None,
-                 defs: tuple = (), **fields):
+                 defs: tuple = (), staged=None, **fields):
         self.kind = kind
         self.fields = fields  # the value's other keys; a `stored` is a tuple of Sources
         self.accesses = [] if accesses is None else accesses
         self.alternatives = [] if alternatives is None else alternatives
         self.defs = defs
+        self.staged = staged
         self._text: str | None = None
 
     @property
@@ -100,7 +108,7 @@ class Source:
 
     def copy(self, accesses: list, defs: tuple) -> Source:
         """This source with other accesses and reaching definitions (its alternatives shared)."""
-        out = Source(self.kind, accesses, self.alternatives, defs, **self.fields)
+        out = Source(self.kind, accesses, self.alternatives, defs, self.staged, **self.fields)
         out._text = self._text
         return out
 

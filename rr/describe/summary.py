@@ -3,8 +3,9 @@
 Epilogues: memory traffic by kind, cross-lane reductions (`shfl` kind and deltas), the float
 constants they materialise (with the f16 value they round to), and a short name built from what
 they contain. Parameters: every `ld.param` offset with its width and role (a pointer read through,
-written through, sampled as a texture or written as a surface, or a scalar), and per pointer the
-highest byte any load reads relative to it (the extent) — the weight image's is `weight_extent`.
+written through — a `cp.async` from global memory reads through its source's —, sampled as a
+texture or written as a surface, or a scalar), and per pointer the highest byte any load reads
+relative to it (the extent) — the weight image's is `weight_extent`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class EpilogueSummary:
 
 # the traffic of a load or store by its state space ("global loads" to be told apart by the address)
 _TRAFFIC = {("ld", "shared"): "shared loads", ("st", "shared"): "shared stores", ("st", "global"): "global stores",
-            ("ld", "global"): "global loads"}
+            ("ld", "global"): "global loads", ("cp", "shared"): "asynchronous copies",
+            ("ldmatrix", "shared"): "shared loads", ("stmatrix", "shared"): "shared stores"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,7 +124,7 @@ def _name(ops: dict, summary: EpilogueSummary) -> str:
     if any(c.base == "cvt" and c.mods[:2] == ("rn", "satfinite") and c.mods[2:3] in (("e4m3x2",), ("e5m2x2",))
            for c in codes):  # the fp8 packs, cvt.rn.satfinite.{e4m3x2,e5m2x2}.…
         parts.append("packs")
-    if t.get("shared stores") or t.get("shared loads"):
+    if t.get("shared stores") or t.get("shared loads") or t.get("asynchronous copies"):
         parts.append("shared staging")
     if t.get("global stores"):
         parts.append("global stores")
@@ -170,9 +172,11 @@ def summarise_params(flow: Dataflow) -> dict[int, ParamUse]:
         u.stmts.append(s.stmt)
     for s in flow.statements:
         op = s.code.base
-        if op not in ("ld", "st", "atom", "red", "tex", "sust", "suld") or op in ("ld", "st") and s.code.space == "param":
+        if op not in ("ld", "st", "atom", "red", "tex", "sust", "suld", "cp") or \
+                op in ("ld", "st") and s.code.space == "param":
             continue
-        acc = flow.memory.access(s.stmt)
+        # an asynchronous copy reads through the pointer of its global source (its first address is shared memory)
+        acc = flow.memory.copy_source(s.stmt) if op == "cp" else flow.memory.access(s.stmt)
         base = acc.base if acc is not None else None
         if base is None or base.offset is None:  # not a pointer from the parameter space
             continue

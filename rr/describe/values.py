@@ -219,7 +219,8 @@ def bitwise(op: str, a: Value, b: Value, width: int, ranges: Ranges) -> Value | 
         f = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y}[op]
         return Value.const(cmap(lambda x, y: _signed(f(x & mask, y & mask), width, x, y), a.constant, b.constant))
     if op in ("or", "xor"):
-        if ranges.disjoint([a, b], width):
+        # disjoint bits (the values', or, where a value's range is too wide to tell, its monomials')
+        if ranges.disjoint([a, b], width) or ranges.disjoint(monomials(a) + monomials(b), width):
             return a.plus(b)
         return None
     if not b.lane_only:

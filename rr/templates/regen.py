@@ -4,10 +4,14 @@ Every A and B fragment and every C seed that the description traces to global me
 again from its derived address — base pointer, lane part, every other term (the `%tid.z` slab, the
 block, scalar parameters, a loop's trip index) and byte offset — instead of reusing the registers
 the engine loaded. Inside a loop the address is rebuilt per trip: the trip index comes from one of
-the loop's induction registers, read as it stands at the cut. Operands the epilogue before computed
-in registers (packs, transposes, shared-memory reads, a C chained from an earlier phase's D, a
-zero, an accumulator carried round a loop) are read from those registers (live-ins): they are the
-epilogue's work, not the phase's. An operand traced to global memory that cannot be rebuilt (a
+the loop's induction registers, read as it stands at the cut. An A or B that came through shared
+memory from global memory element by element (`cp.async` → `ldmatrix`, as Triton and CUTLASS
+stage them: rr.describe.staging) is read again from its shared address at the cut
+(rr.templates.reread: the read issued again, its bytes put together as the description says),
+or, where that cannot be done, read as the kernel left it with the reason in the record. Operands
+the epilogue before computed in registers (packs, transposes, other shared-memory reads, a C
+chained from an earlier phase's D, a zero, an accumulator carried round a loop) are read from
+those registers (live-ins): they are the epilogue's work, not the phase's. An operand traced to global memory that cannot be rebuilt (a
 load under a guard, an address with a data-dependent term, several loads reaching through
 branches) refuses the splice, naming the operand and the term; nothing is passed through
 silently. The record says, per operand, which it was and why.
@@ -35,6 +39,7 @@ from rr.splice.recipe import Check
 from rr.templates import TemplateError
 from rr.templates.base import Cut, Entry, Spliced
 from rr.templates.body import register_types
+from rr.templates.reread import reread
 
 _GLOBAL = ("weight", "table")
 _WIDTH_CLASS = {2: "b16", 4: "b32", 8: "b64"}
@@ -48,7 +53,8 @@ class Operand:
     role: str  # A, B or C
     stmt: int  # the mma statement
     registers: tuple
-    how: str  # memory (rebuilt), live-in (read as the epilogue left it), chain (the previous step's D)
+    how: str  # memory (rebuilt), shared (read again from shared memory), live-in (read as the epilogue
+    # left it), chain (the previous step's D)
     reason: str = ""
     loads: list = field(default_factory=list)  # statements of the loads it was rebuilt from
 
@@ -327,12 +333,37 @@ def regen(entry: Entry, at: Cut) -> Spliced:
             return into
         return value
 
+    reread_of: dict[tuple, tuple] = {}  # (registers, their definitions) -> the registers re-read
+
+    def reread_staged(role: str, regs: tuple, stmt: int, through, what: str) -> tuple:
+        """An operand that came through shared memory, read there again (rr.templates.reread), or,
+        where it cannot be, read as the kernel left it, saying why."""
+        key = (regs, tuple(flow.reaching(r, stmt) for r in regs))
+        if key in reread_of:  # an A that several mma read: read again once
+            operands.append(Operand(role, stmt, regs, "shared", str(through), reread_of[key][1]))
+            return reread_of[key][0]
+        mark = em.mark()
+        try:
+            fresh, reads = reread(em, provenance.staging, through.staged, first, what)
+        except TemplateError as e:
+            em.back_to(mark)
+            operands.append(Operand(role, stmt, regs, "live-in", f"{through}; not read again from shared memory: {e}"))
+            return regs
+        reread_of[key] = fresh, reads
+        operands.append(Operand(role, stmt, regs, "shared", str(through), reads))
+        return fresh
+
     def obtain(role: str, regs: tuple, stmt: int, skip: frozenset = frozenset()) -> tuple:
         key = (regs, stmt, role)
         if key in planned:
             return planned[key]
         what = f"{role} of s{stmt}"
         source = provenance.operand(regs, stmt, skip)
+        if role != "C":
+            through = provenance.staged(regs, stmt, role, source)
+            if through.staged is not None:
+                planned[key] = reread_staged(role, regs, stmt, through, what)
+                return planned[key]
         staged = source.kind == "shared" and _reloadable_from_shared(flow, regs, stmt, first)
         traced_to_global = source.kind in _GLOBAL or (source.kind == "merge" and
                                                       any(a.kind in _GLOBAL for a in source.alternatives))
@@ -405,7 +436,7 @@ def regen(entry: Entry, at: Cut) -> Spliced:
     declarations = [f".reg .{cls} \t{_PREFIX[cls]}<{n}>;" for cls, n in em.counts.items() if n]
     counts = Counter(o.how for o in operands)
     record = {
-        "operands_rebuilt": counts["memory"], "operands_live_in": counts["live-in"],
+        "operands_rebuilt": counts["memory"], "operands_reread": counts["shared"], "operands_live_in": counts["live-in"],
         "operands_chained": counts["chain"],
         "by_role": {role: dict(Counter(o.how for o in operands if o.role == role)) for role in "ABC"},
         "induction_registers_read": {f"loop {k}": v for k, v in em.induction_reads.items()},

@@ -4,8 +4,9 @@ Values are computed for every lane and written only to the lanes in `mask` (None
 touched only by the lanes in `mask`. Arithmetic rounds as the PTX does, through `rr.numerics`
 (f16 and f16x2 with one rounding, e4m3 packs with satfinite, the `.approx` functions, `mma`).
 Integer and bit instructions are in `integer`, `cvt` in `convert`, warp votes and reductions in
-`warp`, atomics in `atomic`; moves, memory, floats, shuffles, barriers and images here. An
-instruction outside this set stops decoding with its statement, line and opcode.
+`warp`, atomics in `atomic`, `cp.async`, `ldmatrix` and `stmatrix` in `matrix`; moves, memory,
+floats, shuffles, barriers and images here. An instruction outside this set stops decoding with
+its statement, line and opcode.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rr.numerics import half, mufu, rounding
 from rr.numerics.forms import mma_form
 from rr.ptx.model import Vec
 from rr.ptx.opcodes import Kind, by_family, families
-from rr.run.cpu import atomic, integer, warp
+from rr.run.cpu import atomic, integer, matrix, warp
 from rr.run.cpu.convert import compile_cvt
 from rr.run.cpu.machine import (
     BITS,
@@ -623,58 +624,6 @@ def _movmatrix(op, code, ctx):
     return run
 
 
-def _matrix_access(op, code, ctx, address):
-    """ldmatrix's and stmatrix's m8n8 .b16 forms: (matrices, state space, address function, the
-    lanes of a warp that give row addresses — 8i…8i+7 those of matrix i)."""
-    count = next((int(x[1:]) for x in code.mods if x in ("x1", "x2", "x4")), None)
-    if count is None or "m8n8" not in code.mods or code.type != "b16":
-        raise Unsupported(f"{op.opcode!r} (m8n8 .b16 only)")
-    addr, _ = ctx.address(address, op)
-    return count, "shared" if code.space == "shared" else "generic", addr, np.arange(32) < 8 * count
-
-
-def _lane_words(mats: np.ndarray, trans: bool) -> np.ndarray:
-    """(warps, matrices, 8 rows, 8 halves) ↔ each matrix's register of the 32 lanes: lane l holds
-    row l >> 2, halves 2(l & 3) and 2(l & 3) + 1 (of the transpose with `.trans`)."""
-    if trans:
-        mats = np.swapaxes(mats, -1, -2)
-    return np.ascontiguousarray(mats).view(np.uint32).reshape(*mats.shape[:2], 32)
-
-
-def _ldmatrix(op, code, ctx):
-    """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 (PTX ISA): register i of every
-    lane gets its part (`_lane_words`) of matrix i, whose 16-byte rows lanes 8i…8i+7 address."""
-    count, space, addr, giving = _matrix_access(op, code, ctx, op.operands[1])
-    names = dests(op.operands[0]) if isinstance(op.operands[0], Vec) else [op.operands[0].name]
-
-    def run(m, mask):
-        lanes = np.tile(giving, m.n // 32)
-        rows = m.gather(space, addr(m), 16, op, lanes if mask is None else lanes & mask)
-        mats = np.ascontiguousarray(rows.reshape(-1, 32, 16)[:, :8 * count]).view(np.uint16).reshape(-1, count, 8, 8)
-        words = _lane_words(mats, "trans" in code.mods)
-        for i, name in enumerate(names):
-            m.put(name, np.ascontiguousarray(words[:, i]).reshape(-1), mask)
-    return run
-
-
-def _stmatrix(op, code, ctx):
-    """stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16: ldmatrix's inverse — matrix i,
-    made of register i of every lane, stored at the row addresses of lanes 8i…8i+7."""
-    count, space, addr, giving = _matrix_access(op, code, ctx, op.operands[0])
-    data = op.operands[1]
-    readers = [ctx.reader(x, "b32", op) for x in (data.items if isinstance(data, Vec) else (data,))]
-
-    def run(m, mask):
-        words = np.stack([np.broadcast_to(np.asarray(r(m)).astype(np.uint32), (m.n,)).reshape(-1, 32)
-                          for r in readers], axis=1)  # (warps, matrix, lane)
-        mats = _lane_words(np.ascontiguousarray(words).view(np.uint16).reshape(-1, count, 8, 8), "trans" in code.mods)
-        rows = np.zeros((m.n // 32, 32, 16), np.uint8)
-        rows[:, :8 * count] = mats.view(np.uint8).reshape(-1, 8 * count, 16)
-        lanes = np.tile(giving, m.n // 32)
-        m.scatter(space, addr(m), rows.reshape(-1, 16), op, lanes if mask is None else lanes & mask)
-    return run
-
-
 def _mma_registers(op) -> tuple:
     """An mma's (D, A, B, C) register names."""
     return tuple(dests(x) if isinstance(x, Vec) else [x.name] for x in op.operands[:4])
@@ -861,11 +810,12 @@ def _sust(op, code, ctx):
 _HANDLERS = by_family({
     "mov": _mov, "cvta": _cvta, "cvt": compile_cvt, "setp": _setp, "setp.bool": _setp, "set": _set, "selp": _selp,
     "slct": _slct, "ld": _ld, "ldu": _ld, "st": _st, "isspacep": _isspacep, "testp": _testp,
-    "shfl": _shfl, "shfl.sync": _shfl, "movmatrix": _movmatrix, "ldmatrix": _ldmatrix, "stmatrix": _stmatrix, "mma": _mma, "bar": _bar, "barrier": _bar,
+    "shfl": _shfl, "shfl.sync": _shfl, "movmatrix": _movmatrix, "mma": _mma, "bar": _bar, "barrier": _bar,
     "bar.red": _bar_red, "barrier.red": _bar_red, "tex": _tex, "sust": _sust, "atom": atomic.compile_atom,
     "red": atomic.compile_atom, "membar": _nothing, "fence": _nothing, "nanosleep": _nothing, "prefetch": _nothing,
     "prefetchu": _nothing,
     **warp.HANDLERS,
+    **matrix.HANDLERS,
     **{k: integer.HANDLERS[k] for k in ("lop3", "shf", "bfe", "bfi", "prmt", "brev", "clz", "popc", "bfind",
                                         "mul24", "mad24", "sad", "dp4a", "dp2a", "cnot", "addc", "subc", "madc")},
     **{k: integer.HANDLERS[k] for k in families(Kind.VIDEO) if k in integer.HANDLERS},
