@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr.numerics import mma
+from rr.numerics import half, mma
 from rr.run import fragments
 
 BUFFER_SHIFT = 40
@@ -93,7 +93,11 @@ class Machine:
             "%lanemask_eq": (one << lane).astype(u), "%lanemask_lt": ((one << lane) - one).astype(u),
             "%lanemask_le": ((one << (lane + one)) - one).astype(u),
             "%lanemask_ge": (~((one << lane) - one)).astype(u), "%lanemask_gt": (~((one << (lane + one)) - one)).astype(u)})
-        self.regs: dict[str, np.ndarray] = {}
+        self.regs: dict[str, np.ndarray] = {}  # register -> its bits
+        # f16 and f16x2 registers as an f16 instruction left them or one read them: the values of
+        # their halves as f32, `n` or `2n` (a word's low half first); a register there and not in
+        # `regs` has its bits made from them where something reads those (`get`)
+        self.halves: dict[str, np.ndarray] = {}
         self.pmem: dict[str, np.ndarray] = {}
         self.params = np.frombuffer(param_image, dtype=np.uint8)
         self.buffers = buffers  # uint8 views, written in place
@@ -119,9 +123,18 @@ class Machine:
     def get(self, name: str, op) -> np.ndarray:
         r = self.regs.get(name)
         if r is None:
-            self.unwritten.setdefault(name, op.where())
-            return np.zeros(self.n, np.uint32)
+            values = self.halves.get(name)
+            if values is None:
+                self.unwritten.setdefault(name, op.where())
+                return np.zeros(self.n, np.uint32)
+            r = half.f16_bits(values)
+            r = self.regs[name] = r if r.size == self.n else r.view(np.uint32)
         return r
+
+    def touch(self, name: str, op) -> None:
+        """A read of a register whose value is not needed: recorded if it was never written."""
+        if name not in self.regs and name not in self.halves:
+            self.unwritten.setdefault(name, op.where())
 
     def put(self, name: str, value, mask) -> None:
         value = np.asarray(value)
@@ -129,8 +142,10 @@ class Machine:
             value = value.view(BITS[value.dtype.itemsize * 8])  # raw bits, scalars included
         if mask is None:
             self.regs[name] = value if value.shape == (self.n,) else np.broadcast_to(value, (self.n,)).copy()
+            self.halves.pop(name, None)
             return
-        old = self.regs.get(name)
+        old = self.regs.get(name) if name not in self.halves else self.get(name, None)
+        self.halves.pop(name, None)
         if old is None:
             old = np.zeros(self.n, value.dtype)
         elif old.dtype != value.dtype:  # a narrower write zero-extends: keep both at the wider width
@@ -141,6 +156,33 @@ class Machine:
             else:
                 old = old.astype(value.dtype)
         self.regs[name] = np.where(mask, value, old)
+
+    def put_halves(self, name: str, values, count: int, mask) -> None:
+        """An f16 (`count` 1) or f16x2 (2) result as the f32 values of its halves (rr.numerics.half's
+        `*_values`), kept so for the f16 instructions that read it; under a mask, merged as bits."""
+        values = np.asarray(values)
+        if values.shape != (count * self.n,):
+            values = np.broadcast_to(values.reshape(-1, count), (self.n, count)).reshape(-1).copy()
+        if mask is not None:
+            bits = half.f16_bits(values)
+            self.put(name, bits if count == 1 else bits.view(np.uint32), mask)
+            return
+        self.halves[name] = values
+        self.regs.pop(name, None)
+
+    def move_halves(self, dest: str, src: str, count: int, mask) -> bool:
+        """`mov` of a register whose halves are held (`count` a lane, as the mov's type has): the
+        values and any bits go to `dest` as they are; False (nothing done) where they are not held."""
+        values = self.halves.get(src)
+        if mask is not None or values is None or values.size != count * self.n:
+            return False
+        bits = self.regs.get(src)
+        if bits is None:
+            self.regs.pop(dest, None)
+        else:
+            self.regs[dest] = bits
+        self.halves[dest] = values
+        return True
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -314,6 +356,7 @@ class Machine:
                 live_mask = None if not done.any() else ~done
             for r in frees.get(lo, ()):
                 self.regs.pop(r, None)
+                self.halves.pop(r, None)
             steps += 1
             self.lane_steps += self.n if active is None else int(np.count_nonzero(active))
             if progress is not None and steps % 5000 == 0:

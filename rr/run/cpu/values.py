@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rr.numerics.half import f16_as_f32
 from rr.ptx.model import Addr, Imm, Pair, Reg, Sink, Sym, Vec
 from rr.ptx.opcodes import Opcode
 from rr.run.cpu.machine import BITS, GLOBALS_BASE, PARAM_BASE, SPECIAL_REGISTERS, TYPES
@@ -116,6 +117,32 @@ class Ctx:
             value = np.array(v, np.uint64).astype(dt) if np.dtype(dt).kind in "ui" else np.array(v, dt)
             return lambda m: value
         raise Unsupported(f"operand {operand} as a {typ} value")
+
+    def f16_reader(self, operand, typ: str, op):
+        """A function m -> an f16 or f16x2 operand's halves as their f32 values, `n` or `2n` of them
+        (a word's low half first; a scalar for an f16 immediate): the machine's `halves` where an
+        f16 instruction left the register so, else made from its bits — and kept there while the
+        register holds those bits, for the next instruction that reads them."""
+        count = 1 if typ == "f16" else 2
+        bits = self.reader(operand, "b16" if count == 1 else "f16x2", op)
+        if isinstance(operand, Reg) and not operand.special:
+            name, width = operand.name, 2 * count
+
+            def values(m):
+                v = m.halves.get(name)
+                if v is not None and v.size == count * m.n:
+                    return v
+                v = f16_lanes(bits, m)
+                v = f16_as_f32(v)
+                r = m.regs.get(name)
+                if r is not None and r.dtype.itemsize == width and r.shape == (m.n,):  # the register's own halves
+                    m.halves[name] = v
+                return v
+            return values
+        if count == 1 and not isinstance(operand, Reg):  # an immediate: one value
+            value = f16_as_f32(np.asarray(bits(None)).view(np.float16))
+            return lambda m: value
+        return lambda m: f16_as_f32(f16_lanes(bits, m))
 
     def immediate(self, operand, what: str) -> int:
         """An operand that must be an integer constant (lop3's immLut, say)."""
