@@ -12,7 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from rr.numerics.fp8 import E4M3_F64, e4m3_values
-from rr.numerics.half import F16, canonical_nan, f16_as_f32, f16_of_split, nan_bits, split_f16, split_f16_in_place
+from rr.numerics.half import (
+    F16,
+    canonical_nan,
+    f16_as_f32,
+    f16_bits,
+    f16_of_split,
+    nan_bits,
+    split_f16,
+    split_f16_in_place,
+)
 
 MmaModel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -323,15 +332,19 @@ def mma_hmma_many(a: np.ndarray, bs: list, cs: list, rules: HmmaRules = SM90) ->
 
 
 def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarray:
-    """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8). Where no product
+    """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8): the two HMMA
+    (`_hmma_sums`), then C added (`_add_c`). `prep`: a dict kept for these warps' A, where what
+    is derived from A alone is kept for a call with the same A (mma_hmma_many)."""
+    return _add_c(_hmma_sums(a, b, c.dtype.type, rules, {} if prep is None else prep), c, rules)
+
+
+def _hmma_sums(a, b, dtype, rules: HmmaRules, prep: dict, out=None) -> np.ndarray:
+    """The two HMMA of the mma of (N, M, 32) A and (N, 32, Q) B for a D of `dtype`: T, the f16
+    values as f32 (in `out`, (N, M, Q), where given) or the f32 values as f64. Where no product
     of the batch and no T can reach 2^(width - 18) (real layers' operands: the largest codes'
     exponents bound every product's), nothing is cut, and each HMMA is one exact matmul on the
-    registers' halfword pairs; otherwise `_hmma` decides output by output.
-
-    `prep`: a dict kept for these warps' A, where what is derived from A alone is kept for a call
-    with the same A (mma_hmma_many)."""
-    dtype = c.dtype.type
-    prep = {} if prep is None else prep
+    registers' halfword pairs; otherwise `_hmma` decides output by output."""
+    shape = (*a.shape[:-1], b.shape[-1])
     limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
     ea = eb = 0
     if limit is not None:
@@ -360,25 +373,70 @@ def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarra
     t = None  # the running accumulator, as f64 values of its type
     for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
         if uncut and (t is None or t_bounded or _below(t, limit)):
-            out = np.empty(c.shape, np.float32) if h == 1 and dtype == np.float16 else None  # T for HADD2
-            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing, out)
+            last = h == 1 and dtype == np.float16  # T for HADD2, in f32
+            into = (np.empty(shape, np.float32) if out is None else out) if last else None
+            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing, into)
         else:
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
+    if out is not None and t is not out:
+        out[...] = t
+        return out
+    return t
+
+
+def _add_c(t, c, rules: HmmaRules) -> np.ndarray:
+    """D = T + C, as ptxas's code adds C after the two HMMA: HADD2 (f16; correctly rounded, in
+    f32 as `add`; an infinite C splits to NaN, so the sums that are ±inf or NaN are cast as they
+    are) or FADD (f32: 53 >= 2·24 + 2); a NaN D is the canonical NaN where `rules` say so."""
+    dtype = c.dtype.type
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
-        if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`); an infinite C splits to NaN
+        if dtype == np.float16:
             s = t if t.dtype == np.float32 else t.astype(np.float32)
             s += f16_as_f32(c)
             d = f16_of_split(split_f16(s).view(np.uint32)).view(F16)
-        else:  # FADD: 53 >= 2·24 + 2
+        else:
             d = (t + c.astype(np.float64)).astype(np.float32)
     nan = nan_bits(d)
     if np.count_nonzero(nan):
-        if dtype == np.float16:  # the sums that are ±inf or NaN, cast as they are
+        if dtype == np.float16:
             at = np.flatnonzero(nan)
             d.flat[at] = s.take(at).astype(F16)
         if rules.canonical_nan:
             d = np.where(np.isnan(d), canonical_nan(d.dtype), d)
     return d
+
+
+def mma_sync_sums(a: np.ndarray, bs: list, *, arch: str = "sm_90") -> list:
+    """The f16 form of `mma_sync_many` up to C: for each B, T (N, 16, 8), the f16 values of the
+    two HMMA's result as f32, to which `add_c_values` adds C — in any layout, as that is
+    elementwise (the cpu backend adds it in the D registers' own)."""
+    if arch != "sm_90":
+        raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
+    a = np.asarray(a, np.uint8)
+    bs = [np.asarray(b, np.uint8) for b in bs]
+    ts = [np.empty((*a.shape[:-1], b.shape[-1]), np.float32) for b in bs]
+    for i in range(0, len(a), _MMA_CHUNK):
+        part = slice(i, i + _MMA_CHUNK)
+        prep: dict = {}
+        for b, t in zip(bs, ts):
+            _hmma_sums(a[part], b[part], np.float16, SM90, prep, t[part])
+    return ts
+
+
+def add_c_values(t: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:
+    """D of the f16 form from T (`mma_sync_sums`) and C, both as the f32 values of f16, as the
+    f32 values of D's f16 (`_add_c`, elementwise: any layout): the 11-bit split of their f32
+    sum where f16 holds it, `_add_c`'s own result where the sum is past f16's range or NaN."""
+    if arch != "sm_90":
+        raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = t + c
+        v = split_f16(s)
+    odd = (v.view(np.uint32) & np.uint32(0x7FFFFFFF)) >= np.uint32(0x47800000)  # 2^16 and up, inf, NaN
+    if np.count_nonzero(odd):
+        at = np.flatnonzero(odd)
+        v.flat[at] = f16_as_f32(_add_c(t.take(at), f16_bits(c.take(at)).view(F16), SM90))
+    return v
 
 
 def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:

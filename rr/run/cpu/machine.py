@@ -170,6 +170,21 @@ class Machine:
         self.halves[name] = values
         self.regs.pop(name, None)
 
+    def values(self, name: str, op, count: int) -> np.ndarray:
+        """An f16 (`count` 1) or f16x2 (2) register's halves as their f32 values, `count · n`: as
+        held (`halves`), else made from its bits (viewed as the instruction's type, as `get` and
+        rr.run.cpu.values.view read them) and held from then on while it holds those bits."""
+        v = self.halves.get(name)
+        if v is not None and v.size == count * self.n:
+            return v
+        r = self.get(name, op)
+        own = r.dtype.itemsize == 2 * count and r.shape == (self.n,)
+        bits = r if own else np.broadcast_to(r.astype(BITS[16 * count]), (self.n,))  # narrower or wider: resized
+        v = half.f16_as_f32(np.ascontiguousarray(bits).view(np.float16))
+        if own and name in self.regs:
+            self.halves[name] = v
+        return v
+
     def move_halves(self, dest: str, src: str, count: int, mask) -> bool:
         """`mov` of a register whose halves are held (`count` a lane, as the mov's type has): the
         values and any bits go to `dest` as they are; False (nothing done) where they are not held."""
@@ -434,10 +449,16 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     def w(name, op):
         return m.get(name, op).view(np.uint32).reshape(-1, 32)
     a = fragments.a_matrix([w(r, ops[0]) for r in members[0][1]])
-    bs, cs = [], []
-    for op, (_, _, b_regs, c_regs) in zip(ops, members):  # in the statements' order
-        bs.append(fragments.b_matrix([w(r, op) for r in b_regs]))
-        cs.append(fragments.c_matrix([w(r, op) for r in c_regs]))
+    bs = [fragments.b_matrix([w(r, op) for r in b_regs]) for op, (_, _, b_regs, _) in zip(ops, members)]
+    if m.mma_model is mma.mma_sync and all(len(c_regs) == 2 for *_, c_regs in members):
+        # the f16 form, C added in the D registers' own layout: C's halves as values (those a D of
+        # an earlier mma left), D's left so (Machine.halves) for the f16 code and the mma after
+        cs = [[m.values(r, op, 2) for r in c_regs] for op, (*_, c_regs) in zip(ops, members)]
+        for (d_regs, *_), t, c in zip(members, mma.mma_sync_sums(a, bs), cs):
+            for name, tr, cr in zip(d_regs, _d_halves(t), c):
+                m.put_halves(name, mma.add_c_values(tr, cr), 2, mask)
+        return
+    cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
     if m.mma_model is mma.mma_sync and len(ops) > 1:
         ds = mma.mma_sync_many(a, bs, cs)
     else:
@@ -445,3 +466,11 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     for (d_regs, _, _, _), d in zip(members, ds):
         for name, value in zip(d_regs, fragments.d_registers(d)):
             m.put(name, value.reshape(-1), mask)
+
+
+def _d_halves(t: np.ndarray) -> list:
+    """(warps, 16, 8) f32 values of an f16 D → its two registers' halves, (2n,) each: the layout of
+    rr.run.fragments.d_registers (register r's lane (g, t) holds row 8r + g, columns 2t, 2t + 1),
+    a lane's two values 8 bytes."""
+    rows = t.view(np.uint64).reshape(-1, 2, 32)
+    return [np.ascontiguousarray(rows[:, r]).view(np.float32).reshape(-1) for r in range(2)]

@@ -120,25 +120,13 @@ class Ctx:
 
     def f16_reader(self, operand, typ: str, op):
         """A function m -> an f16 or f16x2 operand's halves as their f32 values, `n` or `2n` of them
-        (a word's low half first; a scalar for an f16 immediate): the machine's `halves` where an
-        f16 instruction left the register so, else made from its bits — and kept there while the
-        register holds those bits, for the next instruction that reads them."""
+        (a word's low half first; a scalar for an f16 immediate): a register's as the machine holds
+        them (Machine.values)."""
         count = 1 if typ == "f16" else 2
-        bits = self.reader(operand, "b16" if count == 1 else "f16x2", op)
         if isinstance(operand, Reg) and not operand.special:
-            name, width = operand.name, 2 * count
-
-            def values(m):
-                v = m.halves.get(name)
-                if v is not None and v.size == count * m.n:
-                    return v
-                v = f16_lanes(bits, m)
-                v = f16_as_f32(v)
-                r = m.regs.get(name)
-                if r is not None and r.dtype.itemsize == width and r.shape == (m.n,):  # the register's own halves
-                    m.halves[name] = v
-                return v
-            return values
+            name = operand.name
+            return lambda m: m.values(name, op, count)
+        bits = self.reader(operand, "b16" if count == 1 else "f16x2", op)
         if count == 1 and not isinstance(operand, Reg):  # an immediate: one value
             value = f16_as_f32(np.asarray(bits(None)).view(np.float16))
             return lambda m: value
