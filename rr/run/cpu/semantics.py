@@ -588,10 +588,11 @@ def _ld(op, code, ctx):
         else:
             raw = m.gather(space, a, width * vec, op, mask)
         vals = np.ascontiguousarray(raw).view(BITS[width * 8]).reshape(m.n, vec)
-        for i, name in enumerate(names):
+        # each element's lanes contiguous: one transpose, not a strided copy per element (4x slower)
+        rows = np.ascontiguousarray(vals.T) if vec > 1 else vals.reshape(1, m.n)
+        for name, v, ext in zip(names, rows, extend):
             if name:
-                v = vals[:, i].copy()
-                m.put(name, v if extend[i] is None else extend[i](v), mask)
+                m.put(name, v if ext is None else ext(v), mask)
     return run
 
 
