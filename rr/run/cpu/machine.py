@@ -464,7 +464,7 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
         cs = [[m.values(r, op, 2) for r in c_regs] for op, (*_, c_regs) in zip(ops, members)]
         for (d_regs, *_), t, c in zip(members, mma.mma_sync_sums(a, bs), cs):
             for name, tr, cr in zip(d_regs, _d_halves(t), c):
-                m.put_halves(name, mma.add_c_values(tr, cr), 2, mask)
+                m.put_halves(name, mma.add_c_values(tr, cr.reshape(tr.shape)).reshape(-1), 2, mask)
         return
     cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
     if m.mma_model is mma.mma_sync and len(ops) > 1:
@@ -477,8 +477,8 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
 
 
 def _d_halves(t: np.ndarray) -> list:
-    """(warps, 16, 8) f32 values of an f16 D → its two registers' halves, (2n,) each: the layout of
-    rr.run.fragments.d_registers (register r's lane (g, t) holds row 8r + g, columns 2t, 2t + 1),
-    a lane's two values 8 bytes."""
+    """(warps, 16, 8) f32 values of an f16 D → its two registers' halves, views (warps, 64) of it:
+    the layout of rr.run.fragments.d_registers (register r's lane (g, t) holds row 8r + g, columns
+    2t, 2t + 1), a lane's two values 8 bytes."""
     rows = t.view(np.uint64).reshape(-1, 2, 32)
-    return [np.ascontiguousarray(rows[:, r]).view(np.float32).reshape(-1) for r in range(2)]
+    return [rows[:, r].view(np.float32) for r in range(2)]
