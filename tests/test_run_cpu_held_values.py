@@ -55,6 +55,22 @@ def test_f16_arithmetic_on_held_values_gives_the_values_of_the_bits_it_computed_
             _same(half.sign_values(va, negate), want)
 
 
+def test_fma_on_values_rounds_to_odd_only_the_sums_at_f16_midpoints_and_gives_fma():
+    """fma_values rounds a*b + c to nearest in f32, and to odd only where that lands on a
+    midpoint of f16's normals: calls of 32 operand sets with and without such sums, and one of
+    them all, each give `fma`'s results."""
+    rng = np.random.default_rng(8)
+    a, b, c = (rng.permutation(_operands(rng, 200_000)) for _ in range(3))
+    ways = set()
+    with np.errstate(all="ignore"):
+        _same(half.fma_values(*(half.f16_as_f32(v) for v in (a, b, c))), half.fma(a, b, c))
+        for i in range(0, len(a), 32):
+            x, y, z = (half.f16_as_f32(v[i:i + 32]) for v in (a, b, c))
+            ways.add(bool(((x * y + z).view(np.uint32) & 0x1FFF == 0x1000).any()))
+            _same(half.fma_values(x, y, z), half.fma(a[i:i + 32], b[i:i + 32], c[i:i + 32]))
+    assert ways == {True, False}
+
+
 def test_f32_to_f16_on_values_and_f16_bits_of_values_give_the_bits():
     rng = np.random.default_rng(3)
     spread_f32 = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)

@@ -195,10 +195,11 @@ def f16_bits(v) -> np.ndarray:
     return f16_of_split(np.asarray(v, np.float32).view(np.uint32))
 
 
-def _settled(x: np.ndarray, split: np.ndarray, rounded, subnormals: bool) -> np.ndarray:
+def _settled(x, split: np.ndarray, rounded, subnormals: bool) -> np.ndarray:
     """The f32 values of `rounded(x)` (f16) given `split`, x rounded to 11 significant bits as
     `rounded` rounds it: `split` (overwritten) where f16 holds it, `rounded`'s own result past
-    f16's range and at NaN, and (`subnormals`) at nonzero magnitudes up to 2^-14."""
+    f16's range and at NaN, and (`subnormals`) at nonzero magnitudes up to 2^-14. `x`: an array,
+    or a function of flat positions giving x there."""
     split = np.atleast_1d(split)
     mag = split.view(np.uint32) & np.uint32(0x7FFFFFFF)
     other = mag >= _F16_PAST_F32
@@ -207,7 +208,7 @@ def _settled(x: np.ndarray, split: np.ndarray, rounded, subnormals: bool) -> np.
         other |= mag < _F16_NORMAL_F32
     if np.count_nonzero(other):
         at = np.flatnonzero(other)
-        split.flat[at] = f16_as_f32(rounded(np.atleast_1d(x).take(at)))
+        split.flat[at] = f16_as_f32(rounded(x(at) if callable(x) else np.atleast_1d(x).take(at)))
     return split
 
 
@@ -234,10 +235,22 @@ def mul_values(x, y) -> np.ndarray:
 
 
 def fma_values(x, y, z) -> np.ndarray:
-    """`fma` of f16 values held as f32: the product, exact in f32, and C summed rounded to odd."""
+    """`fma` of f16 values held as f32: the product, exact in f32, and C summed rounded to nearest,
+    and rounded to odd (as `fma` rounds them all) only where the sum lands on a midpoint of f16's
+    normals (its low 13 bits 0x1000; a few in 10^4): rounding to nearest moves a sum past no f32
+    (a midpoint is one), so f16's rounding of any other is f16's rounding of the exact sum. f16's
+    subnormals, past its range and NaN are `_settled` from the sums rounded to odd."""
     with np.errstate(invalid="ignore", over="ignore"):
-        s = _odd_sum_f32(np.asarray(x * y, np.float32), np.asarray(z, np.float32))
-        return _settled(s, split_f16(s), f16_of_f32, True)
+        p, z = np.asarray(x * y, np.float32), np.asarray(z, np.float32)
+        s = np.atleast_1d(p + z)
+        shape = s.shape
+
+        def odd_sums(at):  # the sums at flat positions `at`, rounded to odd
+            return _odd_sum_f32(*(np.broadcast_to(v, shape).reshape(-1).take(at) for v in (p, z)))
+        mid = np.flatnonzero((s.view(np.uint32) & np.uint32(0x1FFF)) == np.uint32(0x1000))
+        if mid.size:
+            s.flat[mid] = odd_sums(mid)
+        return _settled(odd_sums, split_f16(s), f16_of_f32, True)
 
 
 def f16_values_of_f32(x) -> np.ndarray:
