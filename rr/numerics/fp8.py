@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
-from rr.numerics.half import F16
+from rr.numerics.half import F16, f16_of_split
 
 E4M3 = ml_dtypes.float8_e4m3fn
 E4M3_MAX = 448.0
@@ -39,6 +41,18 @@ _E5M2_F16 = np.arange(256, dtype=np.uint8).view(E5M2).astype(F16)
 def to_e4m3(x) -> np.ndarray:
     """`cvt.rn.satfinite.e4m3x2.f16x2` per element (saturates to ±448)."""
     return _F16_TO_E4M3.take(np.asarray(x, dtype=F16).view(np.uint16), mode="wrap")
+
+
+@functools.cache
+def _f16_top_bits_to_e4m3() -> np.ndarray:
+    """uint8 (2^19,): `to_e4m3` of the f16 whose value as an f32 has these top 19 bits."""
+    return _F16_TO_E4M3[f16_of_split(np.arange(1 << 19, dtype=np.uint32) << np.uint32(13))]
+
+
+def e4m3_of_values(v) -> np.ndarray:
+    """`to_e4m3` of f16 values held as f32 (rr.numerics.half's `*_values`): one lookup by the
+    f32's top 19 bits, which an f16 value determines, instead of its f16 bits and then theirs."""
+    return _f16_top_bits_to_e4m3().take(np.asarray(v, np.float32).view(np.uint32) >> np.uint32(13), mode="wrap")
 
 
 def to_e5m2(x) -> np.ndarray:

@@ -178,6 +178,118 @@ def _odd_sum_f32(p, c) -> np.ndarray:
     return s.reshape(shape)
 
 
+# The same arithmetic on f16 values held as f32 (each exactly `f16_as_f32` of its f16), giving
+# the f32 values of the f16 results — `f16_as_f32` of what the functions above give, bit for bit
+# (NaN payloads included). The cpu backend keeps f16 registers so between f16 instructions and
+# reads their bits (`f16_bits`) only where something else reads them: a table lookup each way
+# fewer, the most of an f16 instruction's cost. The rounded value is the 11-bit split itself
+# wherever f16 holds it; only the rest (past f16's range, NaN, and for `mul` and `fma` f16's
+# subnormals, where its grid rounds instead) is taken from the bits-level function.
+
+_F16_PAST_F32 = np.uint32(0x47800000)  # 2^16: an 11-bit value from here on is f16's infinity
+_F16_NORMAL_F32 = np.uint32(0x38800000)  # 2^-14, f16's smallest normal
+
+
+def f16_bits(v) -> np.ndarray:
+    """The f16 bits (uint16) of f32 values that are f16 values (±inf and NaN included)."""
+    return f16_of_split(np.asarray(v, np.float32).view(np.uint32))
+
+
+def _settled(x, split: np.ndarray, rounded, subnormals: bool) -> np.ndarray:
+    """The f32 values of `rounded(x)` (f16) given `split`, x rounded to 11 significant bits as
+    `rounded` rounds it: `split` (overwritten) where f16 holds it, `rounded`'s own result past
+    f16's range and at NaN, and (`subnormals`) at nonzero magnitudes up to 2^-14. `x`: an array,
+    or a function of flat positions giving x there."""
+    split = np.atleast_1d(split)
+    mag = split.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    other = mag >= _F16_PAST_F32
+    if subnormals:
+        mag -= np.uint32(1)  # a zero wraps past everything: it is its own f16
+        other |= mag < _F16_NORMAL_F32
+    if np.count_nonzero(other):
+        at = np.flatnonzero(other)
+        split.flat[at] = f16_as_f32(rounded(x(at) if callable(x) else np.atleast_1d(x).take(at)))
+    return split
+
+
+def _on_grid(op, x, y) -> np.ndarray:
+    """f16_of_grid's rounding of the f32 sum or difference `op` of f16 values, as values."""
+    with np.errstate(invalid="ignore"):
+        s = np.asarray(op(x, y), np.float32)
+        return _settled(s, split_f16(np.clip(s, -_F16_PAST, _F16_PAST)), f16_of_grid, False)
+
+
+def add_values(x, y) -> np.ndarray:
+    """`add` of f16 values held as f32 (above)."""
+    return _on_grid(np.add, x, y)
+
+
+def sub_values(x, y) -> np.ndarray:
+    return _on_grid(np.subtract, x, y)  # not x + (−y): a NaN y comes out of that with its sign flipped
+
+
+def mul_values(x, y) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = np.asarray(x * y, np.float32)
+        return _settled(p, split_f16(p), f16_of_f32, True)
+
+
+def fma_values(x, y, z) -> np.ndarray:
+    """`fma` of f16 values held as f32: the product, exact in f32, and C summed rounded to nearest,
+    and rounded to odd (as `fma` rounds them all) only where the sum lands on a midpoint of f16's
+    normals (its low 13 bits 0x1000; a few in 10^4): rounding to nearest moves a sum past no f32
+    (a midpoint is one), so f16's rounding of any other is f16's rounding of the exact sum. f16's
+    subnormals, past its range and NaN are `_settled` from the sums rounded to odd."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        p, z = np.asarray(x * y, np.float32), np.asarray(z, np.float32)
+        s = np.atleast_1d(p + z)
+        shape = s.shape
+
+        def odd_sums(at):  # the sums at flat positions `at`, rounded to odd
+            return _odd_sum_f32(*(np.broadcast_to(v, shape).reshape(-1).take(at) for v in (p, z)))
+        mid = np.flatnonzero((s.view(np.uint32) & np.uint32(0x1FFF)) == np.uint32(0x1000))
+        if mid.size:
+            s.flat[mid] = odd_sums(mid)
+        return _settled(odd_sums, split_f16(s), f16_of_f32, True)
+
+
+def f16_values_of_f32(x) -> np.ndarray:
+    """`f16_of_f32` (cvt.rn.f16.f32) as values."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = np.asarray(x, np.float32)
+        return _settled(x, split_f16(x), f16_of_f32, True)
+
+
+_F16_CANONICAL_F32 = np.float32(np.uint32(0x7FFFE000).view(np.float32))  # f16's canonical NaN (0x7FFF)
+
+
+def min_max_values(x, y, minimum: bool, nan: bool = False) -> np.ndarray:
+    """`min` / `max` of f16 values held as f32, as `ptx_min_max` (the f32 order is the f16 order):
+    numpy's minimum / maximum where the operands differ, the OR / AND of their bits where they
+    are equal (−0 and +0: min −0, max +0), and `ptx_min_max` itself where a NaN is involved."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    r = np.minimum(x, y) if minimum else np.maximum(x, y)  # a NaN operand gives NaN
+    xb, yb = x.view(np.uint32), y.view(np.uint32)
+    r = np.where(x == y, (xb | yb) if minimum else (xb & yb), r.view(np.uint32)).view(np.float32)
+    odd = nan_bits(r)
+    if np.count_nonzero(odd):
+        r = np.atleast_1d(r)
+        at = np.flatnonzero(odd)
+        xs, ys = (np.broadcast_to(v, r.shape).reshape(-1).take(at) for v in (x, y))
+        r.flat[at] = ptx_min_max(xs, ys, minimum, nan, _F16_CANONICAL_F32)
+    return r
+
+
+def sign_values(x, negate: bool) -> np.ndarray:
+    """`neg` / `abs` of f16 values held as f32: a NaN gives f16's canonical NaN, as on the H200."""
+    x = np.asarray(x, np.float32)
+    r = np.negative(x) if negate else np.abs(x)
+    nan = nan_bits(x)
+    if np.count_nonzero(nan):
+        r = np.where(nan, _F16_CANONICAL_F32, r)
+    return r
+
+
 def neg(a):
     return (-np.asarray(a, dtype=F16)).astype(F16)
 
@@ -210,11 +322,12 @@ def canonical_nan(dtype):
     return _UINT[size](_CANONICAL[size]).view(dtype)
 
 
-def ptx_min_max(x, y, minimum: bool, nan: bool = False):
+def ptx_min_max(x, y, minimum: bool, nan: bool = False, canonical=None):
     """PTX `min`/`max` on float arrays of one dtype: a NaN operand gives the other operand, two
-    NaNs (or one, with `.NaN`) the canonical NaN, and -0 < +0. f64 with two NaNs gives the first
-    operand as it is, as the H200 does (the ISA says a NaN). Computed on the bits: a float's
-    bits with the magnitude flipped when negative order like the float (numpy's f16 is slow)."""
+    NaNs (or one, with `.NaN`) the canonical NaN (of the dtype, or `canonical`: f16's as an f32
+    for f16 values held as f32), and -0 < +0. f64 with two NaNs gives the first operand as it
+    is, as the H200 does (the ISA says a NaN). Computed on the bits: a float's bits with the
+    magnitude flipped when negative order like the float (numpy's f16 is slow)."""
     x, y = np.asarray(x), np.asarray(y)
     size = x.dtype.itemsize
     it, mag = _INT[size], _INT[size](_CANONICAL[size])
@@ -226,7 +339,7 @@ def ptx_min_max(x, y, minimum: bool, nan: bool = False):
         return r
     r = np.where(nan_x, y, np.where(nan_y, x, r))
     both = (nan_x | nan_y) if nan else (nan_x & nan_y)
-    canonical = canonical_nan(x.dtype)
+    canonical = canonical_nan(x.dtype) if canonical is None else canonical
     return np.where(both, x if (size == 8 and not nan) else canonical, r)
 
 

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from rr.numerics.fp8 import E4M3_F64, e4m3_values
-from rr.numerics.half import F16, canonical_nan, f16_as_f32, f16_of_split, nan_bits, split_f16, split_f16_in_place
+from rr.numerics.half import (
+    F16,
+    canonical_nan,
+    f16_as_f32,
+    f16_bits,
+    f16_of_split,
+    nan_bits,
+    split_f16,
+    split_f16_in_place,
+)
 
 MmaModel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -224,30 +233,49 @@ def _a_values(a16: np.ndarray, sharing: tuple, prep: dict) -> np.ndarray:
 
 
 def _half_products(av, bt16, half: int, n: int, period: int, shared_a: bool) -> np.ndarray:
-    """(N, M, Q) f64: each of N warps' exact sum of one HMMA's products (A's values `av` of the
-    half, as `_a_values` lays them out, and halfwords `half` of Bᵀ's (…, Q, 16) code pairs), one
-    matmul exact in f64. `period` P: warp w's B is bt16[w % P] (P = N: every warp its own);
-    `shared_a`: warps w and w + 1 … w + P − 1 (w a multiple of P) share A, and av holds each
-    group's once. Shared tiles are gathered once and their warps multiplied as one product of
-    many rows."""
-    m, q = av.shape[-2], bt16.shape[-2]
+    """Each of N warps' exact sum of one HMMA's products (A's values `av` of the half, as
+    `_a_values` lays them out, and halfwords `half` of Bᵀ's (…, Q, 16) code pairs), one matmul
+    exact in f64, in the product's own layout (`_as_product`: the warps in another order). `period`
+    P: warp w's B is bt16[w % P] (P = N: every warp its own); `shared_a`: warps w and w + 1 …
+    w + P − 1 (w a multiple of P) share A, and av holds each group's once. Shared tiles are
+    gathered once and their warps multiplied as one product of many rows."""
     bv = _half_values(bt16[..., half::2])  # (P, Q, 16): Bᵀ
     if period == n:  # every warp its own A and B (numpy's batched matmul is faster on a contiguous B)
         return np.matmul(av, np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
     if shared_a:  # one A a group, its warps' B side by side: (N/P · M, 16) @ (16, P · Q)
         bv = np.ascontiguousarray(bv.reshape(1, -1, 16).transpose(0, 2, 1))  # numpy's BLAS path wants it so
-        s = _rows_times(av.reshape(1, -1, 16), bv)
-        return s.reshape(-1, m, period, q).transpose(0, 2, 1, 3).reshape(n, m, q)
+        return _rows_times(av.reshape(1, -1, 16), bv)
     # warps w % P == j: (P, N/P · M, 16) @ (P, 16, Q)
-    s = _rows_times(av.reshape(period, -1, 16), np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
-    return s.reshape(period, -1, m, q).transpose(1, 0, 2, 3).reshape(n, m, q)
+    return _rows_times(av.reshape(period, -1, 16), np.ascontiguousarray(np.swapaxes(bv, -1, -2)))
+
+
+def _as_product(x: np.ndarray, sharing: tuple) -> np.ndarray:
+    """A view of (N, M, Q) warps' outputs `x` in `_half_products`' layout: (N/P, M, P, Q) where
+    groups of P warps share A, (P, N/P, M, Q) where warps w % P share B, (N, M, Q) where each warp
+    has its own B or all one — so that its products, their sums and roundings, which are
+    elementwise, are written to the warps' places by the last of them, not moved there first."""
+    n, period, shared_a = sharing
+    if period in (1, n):
+        return x
+    tiles = x.reshape(-1, period, *x.shape[1:])  # (N/P, P, M, Q)
+    return tiles.transpose(0, 2, 1, 3) if shared_a else tiles.transpose(1, 0, 2, 3)
+
+
+def _in_warps(s: np.ndarray, sharing: tuple, shape: tuple) -> np.ndarray:
+    """`_half_products`' layout as (N, M, Q) warps' outputs (a copy where they differ)."""
+    if sharing[1] in (1, sharing[0]):
+        return s.reshape(shape)
+    w = np.empty(shape, s.dtype)
+    view = _as_product(w, sharing)
+    view[...] = s.reshape(view.shape)
+    return w
 
 
 def _hmma_pairs(av, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sharing: tuple, out=None):
     """One HMMA where no term can reach the cut (the caller has bounded every exponent): the
-    exact sum of the half's products and T, rounded to the accumulator's type and returned as
-    f64 (or in `out`, an f32 array, for the f16 sum of a small one). `small`: every sum is below
-    2^15 (no f16 overflow)."""
+    exact sum of the half's products and T (both in `_half_products`' layout), rounded to the
+    accumulator's type and returned as f64 in that layout (or in `out`, (N, M, Q) warps' f32, for
+    the f16 sum of a small one). `small`: every sum is below 2^15 (no f16 overflow)."""
     s = _half_products(av, bt16, half, *sharing)  # a new array: rounded in place
     if small and dtype == np.float16 and rules.f16 == "rn":
         # a multiple of 2^-18 below 2^15: below f16's normals it has at most 4 significant bits
@@ -255,7 +283,11 @@ def _hmma_pairs(av, bt16, half: int, t, dtype, rules: HmmaRules, small: bool, sh
         # aligned sum is fixed point: it has no -0)
         if t is not None:
             s += t
-        return split_f16_in_place(s, out)
+        if out is None:
+            return split_f16_in_place(s)
+        view = _as_product(out, sharing)
+        split_f16_in_place(s.reshape(view.shape), view)
+        return out
     if t is None:
         s += 0.0  # a zero sum is +0
     else:
@@ -323,15 +355,19 @@ def mma_hmma_many(a: np.ndarray, bs: list, cs: list, rules: HmmaRules = SM90) ->
 
 
 def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarray:
-    """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8). Where no product
+    """mma_hmma on (N, M, 32), (N, 32, Q) and (N, M, Q) (a warp's M, Q: 16, 8): the two HMMA
+    (`_hmma_sums`), then C added (`_add_c`). `prep`: a dict kept for these warps' A, where what
+    is derived from A alone is kept for a call with the same A (mma_hmma_many)."""
+    return _add_c(_hmma_sums(a, b, c.dtype.type, rules, {} if prep is None else prep), c, rules)
+
+
+def _hmma_sums(a, b, dtype, rules: HmmaRules, prep: dict, out=None) -> np.ndarray:
+    """The two HMMA of the mma of (N, M, 32) A and (N, 32, Q) B for a D of `dtype`: T, the f16
+    values as f32 (in `out`, (N, M, Q), where given) or the f32 values as f64. Where no product
     of the batch and no T can reach 2^(width - 18) (real layers' operands: the largest codes'
     exponents bound every product's), nothing is cut, and each HMMA is one exact matmul on the
-    registers' halfword pairs; otherwise `_hmma` decides output by output.
-
-    `prep`: a dict kept for these warps' A, where what is derived from A alone is kept for a call
-    with the same A (mma_hmma_many)."""
-    dtype = c.dtype.type
-    prep = {} if prep is None else prep
+    registers' halfword pairs; otherwise `_hmma` decides output by output."""
+    shape = (*a.shape[:-1], b.shape[-1])
     limit = None if rules.width is None else rules.width - 18  # an exponent past it may be cut
     ea = eb = 0
     if limit is not None:
@@ -357,28 +393,82 @@ def _mma_warps(a, b, c, rules: HmmaRules, prep: dict | None = None) -> np.ndarra
     # each product is below 2^(ea + eb + 2), sixteen of them below 2^(ea + eb + 6), and T (their
     # sum rounded) at most that: where that is at most 2^limit, T is below 2^(limit + 1) unlooked
     t_bounded = limit is None or (uncut and ea + eb + 6 <= limit)
-    t = None  # the running accumulator, as f64 values of its type
+    t = None  # the running accumulator, as f64 values of its type (in _half_products' layout while `product`)
+    product = False
     for h, half in enumerate((_LOW_HALF_K, ~_LOW_HALF_K)):
         if uncut and (t is None or t_bounded or _below(t, limit)):
-            out = np.empty(c.shape, np.float32) if h == 1 and dtype == np.float16 else None  # T for HADD2
-            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing, out)
+            last = h == 1 and dtype == np.float16  # T for HADD2, in f32, in the warps' layout
+            into = (np.empty(shape, np.float32) if out is None else out) if last else None
+            t = _hmma_pairs(av[h], bt16, h, t, dtype, rules, small, sharing, into)
+            product = t is not into
         else:
+            if product:
+                t, product = _in_warps(t, sharing, shape), False
             t = _hmma(a[..., half], b[..., half, :], t, dtype, rules).astype(np.float64)
+    if product:
+        t = _in_warps(t, sharing, shape)
+    if out is not None and t is not out:
+        out[...] = t
+        return out
+    return t
+
+
+def _add_c(t, c, rules: HmmaRules) -> np.ndarray:
+    """D = T + C, as ptxas's code adds C after the two HMMA: HADD2 (f16; correctly rounded, in
+    f32 as `add`; an infinite C splits to NaN, so the sums that are ±inf or NaN are cast as they
+    are) or FADD (f32: 53 >= 2·24 + 2); a NaN D is the canonical NaN where `rules` say so."""
+    dtype = c.dtype.type
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past the largest finite value
-        if dtype == np.float16:  # HADD2: correctly rounded (f32, as `add`); an infinite C splits to NaN
+        if dtype == np.float16:
             s = t if t.dtype == np.float32 else t.astype(np.float32)
             s += f16_as_f32(c)
             d = f16_of_split(split_f16(s).view(np.uint32)).view(F16)
-        else:  # FADD: 53 >= 2·24 + 2
+        else:
             d = (t + c.astype(np.float64)).astype(np.float32)
     nan = nan_bits(d)
     if np.count_nonzero(nan):
-        if dtype == np.float16:  # the sums that are ±inf or NaN, cast as they are
+        if dtype == np.float16:
             at = np.flatnonzero(nan)
             d.flat[at] = s.take(at).astype(F16)
         if rules.canonical_nan:
             d = np.where(np.isnan(d), canonical_nan(d.dtype), d)
     return d
+
+
+def mma_sync_sums(a: np.ndarray, bs: list, *, arch: str = "sm_90") -> list:
+    """The f16 form of `mma_sync_many` up to C: for each B, T (N, 16, 8), the f16 values of the
+    two HMMA's result as f32, to which `add_c_values` adds C — in any layout, as that is
+    elementwise (the cpu backend adds it in the D registers' own)."""
+    if arch != "sm_90":
+        raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
+    a = np.asarray(a, np.uint8)
+    bs = [np.asarray(b, np.uint8) for b in bs]
+    ts = [np.empty((*a.shape[:-1], b.shape[-1]), np.float32) for b in bs]
+    for i in range(0, len(a), _MMA_CHUNK):
+        part = slice(i, i + _MMA_CHUNK)
+        prep: dict = {}
+        for b, t in zip(bs, ts):
+            _hmma_sums(a[part], b[part], np.float16, SM90, prep, t[part])
+    return ts
+
+
+_F16_PAST = np.float32(2.0 ** 16)  # an 11-bit value from here on is f16's infinity
+
+
+def add_c_values(t: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:
+    """D of the f16 form from T (`mma_sync_sums`) and C, both as the f32 values of f16, as the
+    f32 values of D's f16 (`_add_c`, elementwise: any layout): the 11-bit split of their f32
+    sum where f16 holds it, `_add_c`'s own result where the sum is past f16's range or NaN."""
+    if arch != "sm_90":
+        raise ValueError(f"no mma model for {arch!r}: the model is established for sm_90 only")
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = t + c
+        v = split_f16(s)
+    if not -_F16_PAST < np.minimum.reduce(v, axis=None) <= np.maximum.reduce(v, axis=None) < _F16_PAST:  # NaN: not
+        odd = (v.view(np.uint32) & np.uint32(0x7FFFFFFF)) >= np.uint32(0x47800000)  # 2^16 and up, inf, NaN
+        at = np.flatnonzero(odd)
+        v.flat[at] = f16_as_f32(_add_c(t.take(at), f16_bits(c.take(at)).view(F16), SM90))
+    return v
 
 
 def mma_sync(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, arch: str = "sm_90") -> np.ndarray:

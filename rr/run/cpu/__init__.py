@@ -25,7 +25,7 @@ from rr.numerics.mma import DEFAULT_MMA, MMA_MODELS
 from rr.ptx._bulk import no_gc
 from rr.records import Status
 from rr.run.cpu.machine import BUFFER_SHIFT, HANDLE_BASE, ExecutionError, Machine
-from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk
+from rr.run.cpu.memory import ResourceLimit, blocks_per_chunk, heap_kept
 from rr.run.cpu.program import DecodeError, decode
 from rr.run.cpu.semantics import Ctx, Unsupported, compile_op, fuse_mma_runs
 from rr.run.launch import LaunchError, load_buffers, module_kind, param_images, read_launch
@@ -157,7 +157,8 @@ def run_cpu_launch(launch, module: Path, arrays: dict[str, np.ndarray], mma: str
     t1 = time.perf_counter()
     unwritten: dict = {}
     threads = lane_steps = 0
-    with np.errstate(all="ignore"), no_gc():  # the run makes no cycles; the program's objects need no passes
+    # the run makes no cycles (the program's objects need no passes), and its temporaries reuse the heap
+    with np.errstate(all="ignore"), no_gc(), heap_kept():
         for start in range(0, total, per):
             blocks = np.arange(start, min(start + per, total))
             m = Machine(program, blocks, grid, block, bytes(space), buffers, images, model, module_globals)

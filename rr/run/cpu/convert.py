@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rr.numerics import fp8, half, rounding
+from rr.ptx.model import Reg
 from rr.run.cpu.machine import TYPES
 from rr.run.cpu.values import Unsupported, dests, extend_to_register, f16_lanes, f16x2_join, type_bits
 
@@ -139,8 +140,14 @@ def _fp8(op, code, ctx, dtyp, styp, mods):
         to8 = fp8.to_e4m3 if dtyp == "e4m3x2" else fp8.to_e5m2
         if styp == "f16x2":
             a = ctx.reader(op.operands[1], "f16x2", op)
+            src = op.operands[1]
+            held = src.name if dtyp == "e4m3x2" and not mods & {"relu"} and isinstance(src, Reg) else None
 
             def run(m, mask):  # a word's (low, high) f16 → its (low, high) bytes: the halfword
+                values = m.halves.get(held) if held else None
+                if values is not None and values.size == 2 * m.n:  # its f16 values held (Machine.halves)
+                    m.put(d, fp8.e4m3_of_values(values).view(np.uint16), mask)
+                    return
                 m.put(d, to8(relu(f16_lanes(a, m))).view(np.uint16), mask)
             return run
         if styp != "f32":
@@ -220,9 +227,16 @@ def _nan_rule(styp: str, dtyp: str, mods: set):
 def _fast(op, ctx, dtyp, styp, mods, d):
     """The conversions of the engine's hot loops, straight through numpy where it rounds as the
     PTX does: f16 -> f32, f32 and f64 -> f16 (nearest even), and plain integer widening."""
-    if mods <= {"rn"} and dtyp == "f16" and styp == "f32":
+    if mods <= {"rn"} and dtyp == "f16" and styp == "f32":  # as `_f16`, its result held as a value (Machine.halves)
         a = ctx.reader(op.operands[1], styp, op)
-        return lambda m, mask: m.put(d, _f16(a(m)), mask)
+        canonical_f16 = half.f16_as_f32(np.uint16(rounding.CANONICAL_NAN["f16"]).view(np.float16))
+
+        def run(m, mask):
+            x = np.asarray(a(m), np.float32)
+            v = half.f16_values_of_f32(x)
+            nan = np.isnan(x)
+            m.put_halves(d, np.where(nan, canonical_f16, v) if nan.any() else v, 1, mask)
+        return run
     if mods <= {"rn"} and dtyp == "f16" and styp == "f64":  # a NaN keeps its payload
         a = ctx.reader(op.operands[1], styp, op)
 
@@ -231,13 +245,13 @@ def _fast(op, ctx, dtyp, styp, mods, d):
             m.put(d, np.where(np.isnan(x), rounding.quiet_nan_bits(x, "f16"), half.f16(x).view(np.uint16)), mask)
         return run
     if not mods and styp == "f16" and dtyp == "f32":
-        a = ctx.reader(op.operands[1], "f16", op)
+        a = ctx.f16_reader(op.operands[1], "f16", op)
         dt = TYPES[dtyp]
         canonical = np.array(rounding.CANONICAL_NAN[dtyp], TYPES[f"u{type_bits(dtyp)}"]).view(dt)
 
         def run(m, mask):
-            h = a(m)
-            m.put(d, np.where(np.isnan(h), canonical, half.f16_as_f32(h)), mask)
+            v = a(m)
+            m.put(d, np.where(np.isnan(v), canonical, v), mask)
         return run
     if not mods and styp in INTEGERS and dtyp in INTEGERS and styp[0] != "s" and (
             type_bits(dtyp) > type_bits(styp) or (dtyp[0] != "s" and type_bits(dtyp) == type_bits(styp))):

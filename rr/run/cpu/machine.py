@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rr.numerics import mma
+from rr.numerics import half, mma
 from rr.numerics.forms import FORM_MODELS, mma_form
 from rr.run import fragments
 
@@ -50,7 +50,7 @@ def _units(mem: np.ndarray, offs: np.ndarray, width: int) -> tuple[np.ndarray, n
     spread = int(np.bitwise_or.reduce(offs)) if offs.size else 0
     for u in (width, 8, 4, 2, 1):
         if u <= width and not u & (u - 1) and width % u == 0 and mem.size % u == 0 and mem.ctypes.data % u == 0 and not spread & (u - 1):
-            first = offs // u
+            first = offs >> (u.bit_length() - 1)  # offsets are never negative (checked): // u, 5x faster
             words = mem.view(_UNITS.get(u) or np.dtype((np.void, u)))
             return words, first if width == u else first[:, None] + np.arange(width // u)
     raise AssertionError("a byte is always a unit")
@@ -94,7 +94,11 @@ class Machine:
             "%lanemask_eq": (one << lane).astype(u), "%lanemask_lt": ((one << lane) - one).astype(u),
             "%lanemask_le": ((one << (lane + one)) - one).astype(u),
             "%lanemask_ge": (~((one << lane) - one)).astype(u), "%lanemask_gt": (~((one << (lane + one)) - one)).astype(u)})
-        self.regs: dict[str, np.ndarray] = {}
+        self.regs: dict[str, np.ndarray] = {}  # register -> its bits
+        # f16 and f16x2 registers as an f16 instruction left them or one read them: the values of
+        # their halves as f32, `n` or `2n` (a word's low half first); a register there and not in
+        # `regs` has its bits made from them where something reads those (`get`)
+        self.halves: dict[str, np.ndarray] = {}
         self.pmem: dict[str, np.ndarray] = {}
         self.params = np.frombuffer(param_image, dtype=np.uint8)
         self.buffers = buffers  # uint8 views, written in place
@@ -120,9 +124,18 @@ class Machine:
     def get(self, name: str, op) -> np.ndarray:
         r = self.regs.get(name)
         if r is None:
-            self.unwritten.setdefault(name, op.where())
-            return np.zeros(self.n, np.uint32)
+            values = self.halves.get(name)
+            if values is None:
+                self.unwritten.setdefault(name, op.where())
+                return np.zeros(self.n, np.uint32)
+            r = half.f16_bits(values)
+            r = self.regs[name] = r if r.size == self.n else r.view(np.uint32)
         return r
+
+    def touch(self, name: str, op) -> None:
+        """A read of a register whose value is not needed: recorded if it was never written."""
+        if name not in self.regs and name not in self.halves:
+            self.unwritten.setdefault(name, op.where())
 
     def put(self, name: str, value, mask) -> None:
         value = np.asarray(value)
@@ -130,8 +143,10 @@ class Machine:
             value = value.view(BITS[value.dtype.itemsize * 8])  # raw bits, scalars included
         if mask is None:
             self.regs[name] = value if value.shape == (self.n,) else np.broadcast_to(value, (self.n,)).copy()
+            self.halves.pop(name, None)
             return
-        old = self.regs.get(name)
+        old = self.regs.get(name) if name not in self.halves else self.get(name, None)
+        self.halves.pop(name, None)
         if old is None:
             old = np.zeros(self.n, value.dtype)
         elif old.dtype != value.dtype:  # a narrower write zero-extends: keep both at the wider width
@@ -142,6 +157,48 @@ class Machine:
             else:
                 old = old.astype(value.dtype)
         self.regs[name] = np.where(mask, value, old)
+
+    def put_halves(self, name: str, values, count: int, mask) -> None:
+        """An f16 (`count` 1) or f16x2 (2) result as the f32 values of its halves (rr.numerics.half's
+        `*_values`), kept so for the f16 instructions that read it; under a mask, merged as bits."""
+        values = np.asarray(values)
+        if values.shape != (count * self.n,):
+            values = np.broadcast_to(values.reshape(-1, count), (self.n, count)).reshape(-1).copy()
+        if mask is not None:
+            bits = half.f16_bits(values)
+            self.put(name, bits if count == 1 else bits.view(np.uint32), mask)
+            return
+        self.halves[name] = values
+        self.regs.pop(name, None)
+
+    def values(self, name: str, op, count: int) -> np.ndarray:
+        """An f16 (`count` 1) or f16x2 (2) register's halves as their f32 values, `count · n`: as
+        held (`halves`), else made from its bits (viewed as the instruction's type, as `get` and
+        rr.run.cpu.values.view read them) and held from then on while it holds those bits."""
+        v = self.halves.get(name)
+        if v is not None and v.size == count * self.n:
+            return v
+        r = self.get(name, op)
+        own = r.dtype.itemsize == 2 * count and r.shape == (self.n,)
+        bits = r if own else np.broadcast_to(r.astype(BITS[16 * count]), (self.n,))  # narrower or wider: resized
+        v = half.f16_as_f32(np.ascontiguousarray(bits).view(np.float16))
+        if own and name in self.regs:
+            self.halves[name] = v
+        return v
+
+    def move_halves(self, dest: str, src: str, count: int, mask) -> bool:
+        """`mov` of a register whose halves are held (`count` a lane, as the mov's type has): the
+        values and any bits go to `dest` as they are; False (nothing done) where they are not held."""
+        values = self.halves.get(src)
+        if mask is not None or values is None or values.size != count * self.n:
+            return False
+        bits = self.regs.get(src)
+        if bits is None:
+            self.regs.pop(dest, None)
+        else:
+            self.regs[dest] = bits
+        self.halves[dest] = values
+        return True
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -235,6 +292,14 @@ class Machine:
                 yield self.params, off, lanes
                 return
             self._fail(op, lanes, "a parameter address that is not in the kernel's parameter space")
+        picked = _pick(addr, lanes)
+        if picked.size:  # most accesses: every lane in one buffer, told by the lowest and highest address
+            top = int(picked.max())
+            tag = top >> BUFFER_SHIFT
+            if (int(picked.min()) >> BUFFER_SHIFT == tag and 0 < tag <= len(self.buffers)
+                    and tag != GLOBALS_BASE >> BUFFER_SHIFT and top - (tag << BUFFER_SHIFT) + width <= self.buffers[tag - 1].size):
+                yield self.buffers[tag - 1], (picked - np.uint64(tag << BUFFER_SHIFT)).view(np.int64), lanes
+                return
         ids = (addr >> np.uint64(BUFFER_SHIFT)).view(np.int64) - 1
         offs = (addr & np.uint64((1 << BUFFER_SHIFT) - 1)).view(np.int64)  # below 2^40: the same bits
         touched = _pick(ids, lanes)
@@ -315,6 +380,7 @@ class Machine:
                 live_mask = None if not done.any() else ~done
             for r in frees.get(lo, ()):
                 self.regs.pop(r, None)
+                self.halves.pop(r, None)
             steps += 1
             self.lane_steps += self.n if active is None else int(np.count_nonzero(active))
             if progress is not None and steps % 5000 == 0:
@@ -398,18 +464,34 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     def w(name, op):
         return m.get(name, op).view(np.uint32).reshape(-1, 32)
     a = fragments.a_matrix([w(r, ops[0]) for r in members[0][1]])
-    bs, cs = [], []
-    for op, (_, _, b_regs, c_regs) in zip(ops, members):  # in the statements' order
-        bs.append(fragments.b_matrix([w(r, op) for r in b_regs]))
-        cs.append(fragments.c_matrix([w(r, op) for r in c_regs]))
+    bs = [fragments.b_matrix([w(r, op) for r in b_regs]) for op, (_, _, b_regs, _) in zip(ops, members)]
     form = mma_form(ops[0].code.shape, ops[0].code.types, ops[0].code.mods)
     if form is not None and not form.fp8:  # the other forms' models, by the name of the e4m3 one (rr.numerics.forms)
         model = FORM_MODELS[next((k for k, f in mma.MMA_MODELS.items() if f is m.mma_model), mma.DEFAULT_MMA)]
+        cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
         ds = [model(form, a, b, _c_view(c, form)).view(c.dtype) for b, c in zip(bs, cs)]
-    elif m.mma_model is mma.mma_sync and len(ops) > 1:
-        ds = mma.mma_sync_many(a, bs, cs)
+    elif m.mma_model is mma.mma_sync and all(len(c_regs) == 2 for *_, c_regs in members):
+        # e4m3's f16 form, C added in the D registers' own layout: C's halves as values (those a D
+        # of an earlier mma left), D's left so (Machine.halves) for the f16 code and the mma after
+        cs = [[m.values(r, op, 2) for r in c_regs] for op, (*_, c_regs) in zip(ops, members)]
+        for (d_regs, *_), t, c in zip(members, mma.mma_sync_sums(a, bs), cs):
+            for name, tr, cr in zip(d_regs, _d_halves(t), c):
+                m.put_halves(name, mma.add_c_values(tr, cr.reshape(tr.shape)).reshape(-1), 2, mask)
+        return
     else:
-        ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
+        cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
+        if m.mma_model is mma.mma_sync and len(ops) > 1:
+            ds = mma.mma_sync_many(a, bs, cs)
+        else:
+            ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
     for (d_regs, _, _, _), d in zip(members, ds):
         for name, value in zip(d_regs, fragments.d_registers(d)):
             m.put(name, value.reshape(-1), mask)
+
+
+def _d_halves(t: np.ndarray) -> list:
+    """(warps, 16, 8) f32 values of an f16 D → its two registers' halves, views (warps, 64) of it:
+    the layout of rr.run.fragments.d_registers (register r's lane (g, t) holds row 8r + g, columns
+    2t, 2t + 1), a lane's two values 8 bytes."""
+    rows = t.view(np.uint64).reshape(-1, 2, 32)
+    return [rows[:, r].view(np.float32) for r in range(2)]

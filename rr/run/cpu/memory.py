@@ -14,10 +14,16 @@ The limit is $RR_CPU_MEMORY_BYTES where set, else half the memory available when
 (MemAvailable) and at most DEFAULT_LIMIT. The registers, which grow with the chunk's lanes, are
 bounded by the chunk's lane count (rr.run.cpu.MAX_LANES), not here, and the buffers are the
 launch directory's files, as large as they are on disk.
+
+`heap_kept` keeps glibc's heap whole while a launch runs, so that the statements' temporaries
+reuse its pages instead of faulting fresh ones in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import os
 
 DEFAULT_LIMIT = 4 << 30
@@ -83,3 +89,40 @@ def blocks_per_chunk(program, lanes: int, wanted: int) -> int:
         space, _, asked, _ = max(needs, key=lambda need: need[1])
         raise refused(space, asked, bound)
     return max(1, min(wanted, (bound - held) // max(one, 1)))
+
+
+# glibc's malloc returns the top of its heap to the kernel once more than M_TRIM_THRESHOLD of it is
+# free, and maps blocks above M_MMAP_THRESHOLD (both adjusted to the largest block freed, up to
+# 32 MiB) one by one: the interpreter allocates and frees numpy temporaries of 0.1–6 MiB at every
+# statement, which those rules hand back and fault in again, page by page (90 000 faults in an
+# enc2 run, a twentieth of its time). With both thresholds fixed high the heap keeps its pages
+# for the run; `malloc_trim` gives what is free back after it. Elsewhere than glibc: no change.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_HEAP_KEPT = 256 << 20
+
+
+@functools.cache
+def _glibc():
+    """The process's glibc (its mallopt and malloc_trim), or None where the C library is another."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # glibc's alone
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def heap_kept():
+    """Run the body with glibc's heap kept whole (no trimming, no mapped temporaries below
+    256 MiB), and give its free memory back afterwards. The thresholds stay fixed for the rest
+    of the process (glibc cannot be given back its adjusting ones), as later runs want them."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_TRIM_THRESHOLD, _HEAP_KEPT)
+        libc.mallopt(_M_MMAP_THRESHOLD, _HEAP_KEPT)
+    try:
+        yield
+    finally:
+        if libc is not None:
+            libc.malloc_trim(0)

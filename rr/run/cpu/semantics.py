@@ -17,7 +17,7 @@ import numpy as np
 
 from rr.numerics import half, mufu, rounding
 from rr.numerics.forms import mma_form
-from rr.ptx.model import Vec
+from rr.ptx.model import Reg, Vec
 from rr.ptx.opcodes import Kind, by_family, families
 from rr.run.cpu import atomic, integer, matrix, warp
 from rr.run.cpu.convert import compile_cvt
@@ -69,8 +69,17 @@ def _mov(op, code, ctx):
         width = np.dtype(TYPES[typ]).itemsize * 8 // len(s.items)
         readers = [ctx.reader(x, {8: "b8", 16: "b16", 32: "b32"}[width], op) for x in s.items]
         out_t = BITS[np.dtype(TYPES[typ]).itemsize * 8]
+        # two halfwords whose f16 values are held (Machine.halves) make a word held so
+        halves = [x.name for x in s.items if isinstance(x, Reg) and not x.special] if width == 16 else []
+        halves = halves if len(halves) == 2 == len(s.items) else None
 
         def run(m, mask):  # the items side by side, the first lowest (little-endian), one word a lane
+            held = [m.halves.get(x) for x in halves] if halves and mask is None else ()
+            if held and all(v is not None and v.size == m.n for v in held):
+                both = np.empty((m.n, 2), np.float32)
+                both[:, 0], both[:, 1] = held
+                m.put_halves(d.name, both.reshape(-1), 2, None)
+                return
             out = np.empty((m.n, len(readers)), BITS[width])
             for i, r in enumerate(readers):
                 out[:, i] = r(m)
@@ -81,8 +90,15 @@ def _mov(op, code, ctx):
         width = np.dtype(TYPES[typ]).itemsize * 8 // len(names)
         src = ctx.reader(s, typ, op)
         wide = BITS[np.dtype(TYPES[typ]).itemsize * 8]
+        held = s.name if width == 16 and len(names) == 2 and isinstance(s, Reg) and not s.special else None
 
         def run(m, mask):  # a word's parts, the lowest first (little-endian)
+            both = m.halves.get(held) if held and mask is None else None
+            if both is not None and both.size == 2 * m.n:  # a word whose f16 values are held: so are its halves'
+                for i, name in enumerate(names):
+                    if name:
+                        m.put_halves(name, both[i::2].copy(), 1, None)
+                return
             v = np.asarray(src(m))
             v = np.ascontiguousarray(np.broadcast_to(v if v.dtype == wide else v.view(wide), (m.n,)))
             items = v.view(BITS[width]).reshape(m.n, len(names))
@@ -91,7 +107,14 @@ def _mov(op, code, ctx):
                     m.put(name, items[:, i].copy(), mask)
         return run
     src = ctx.reader(s, typ, op)
-    return lambda m, mask: m.put(d.name, src(m), mask)
+    count = {16: 1, 32: 2}.get(type_bits(typ)) if isinstance(s, Reg) and not s.special else None
+    if count is None:
+        return lambda m, mask: m.put(d.name, src(m), mask)
+
+    def run(m, mask):  # a register whose f16 values are held moves with them (Machine.move_halves)
+        if not m.move_halves(d.name, s.name, count, mask):
+            m.put(d.name, src(m), mask)
+    return run
 
 
 def _cvta(op, code, ctx):
@@ -150,6 +173,11 @@ def _arith(op, code, ctx):
     if typ in ("bf16", "bf16x2"):
         return _bf16(op, code, ctx, typ)
     if typ in ("f16", "f16x2"):
+        count = 1 if typ == "f16" else 2
+        on_values = _f16_values_fn(base, code)
+        if on_values is not None:  # on the halves' f32 values (rr.numerics.half's *_values; Machine.halves)
+            vs = [ctx.f16_reader(s, typ, op) for s in srcs]
+            return lambda m, mask: m.put_halves(d, on_values(*[v(m) for v in vs]), count, mask)
         rt = "b16" if typ == "f16" else "f16x2"
         rs = [ctx.reader(s, rt, op) for s in srcs]
         fn = _f16_fn(base, code)
@@ -183,13 +211,12 @@ def _contracted(op, ctx):
             x, z = np.asarray(ra(m), np.float32), np.asarray(rc(m), np.float32)
             m.put(d, fma(-x if negate_product else x, rb(m), -z if negate_c else z), mask)
         return run
-    rt = "b16" if typ == "f16" else "f16x2"
-    ra, rb, rc = (ctx.reader(x, rt, op) for x in (a, b, c))
+    ra, rb, rc = (ctx.f16_reader(x, typ, op) for x in (a, b, c))
+    count = 1 if typ == "f16" else 2
 
-    def run(m, mask):  # f16x2: both halves at once, as in _arith
-        x, y, z = f16_lanes(ra, m), f16_lanes(rb, m), f16_lanes(rc, m)
-        r = np.ascontiguousarray(half.fma(-x if negate_product else x, y, -z if negate_c else z), np.float16)
-        m.put(d, r if typ == "f16" else r.view(np.uint32), mask)
+    def run(m, mask):  # on the halves' values, as in _arith
+        x, z = ra(m), rc(m)
+        m.put_halves(d, half.fma_values(-x if negate_product else x, rb(m), -z if negate_c else z), count, mask)
     return run
 
 
@@ -197,13 +224,11 @@ def _contracted_mul(op, ctx):
     """A mul that an add contracted (rr.run.cpu.program._contract): its product is read by that
     add alone, which computes the fma from the mul's operands, so nothing is computed here; its
     operands are read (for the record of registers read before any write)."""
-    typ = op_type(op.code)
-    rt = {"f16": "b16", "f16x2": "f16x2"}.get(typ, typ)
-    readers = [ctx.reader(x, rt, op) for x in op.operands[1:3]]
+    names = [x.name for x in op.operands[1:3] if isinstance(x, Reg) and not x.special]
 
     def run(m, mask):
-        for r in readers:
-            r(m)
+        for name in names:
+            m.touch(name, op)
     return run
 
 
@@ -231,6 +256,22 @@ def _min_max_fn(base, mods, dt):
             r = np.where(np.isnan(r), r, np.where(sign, -np.abs(r), np.abs(r)))
         return rounding.flush_subnormal(r) if ftz else r
     return f
+
+
+def _f16_values_fn(base, code):
+    """The f16 instruction on its operands' halves as f32 values (rr.numerics.half), where one
+    computes it; None for the others (`_f16_fn`, on the bits)."""
+    if base in ("add", "sub", "mul"):
+        return {"add": half.add_values, "sub": half.sub_values, "mul": half.mul_values}[base]
+    if base == "fma" and "relu" not in code.mods:
+        return half.fma_values
+    if base in ("min", "max") and "xorsign" not in code.mods:
+        minimum, nan = base == "min", "NaN" in code.mods
+        return lambda a, b: half.min_max_values(a, b, minimum, nan)
+    if base in ("neg", "abs"):
+        negate = base == "neg"
+        return lambda a: half.sign_values(a, negate)
+    return None
 
 
 def _f16_fn(base, code):
@@ -549,10 +590,11 @@ def _ld(op, code, ctx):
         else:
             raw = m.gather(space, a, width * vec, op, mask)
         vals = np.ascontiguousarray(raw).view(BITS[width * 8]).reshape(m.n, vec)
-        for i, name in enumerate(names):
+        # each element's lanes contiguous: one transpose, not a strided copy per element (4x slower)
+        rows = np.ascontiguousarray(vals.T) if vec > 1 else vals.reshape(1, m.n)
+        for name, v, ext in zip(names, rows, extend):
             if name:
-                v = vals[:, i].copy()
-                m.put(name, v if extend[i] is None else extend[i](v), mask)
+                m.put(name, v if ext is None else ext(v), mask)
     return run
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rr.numerics.half import f16_as_f32
 from rr.ptx.model import Addr, Imm, Pair, Reg, Sink, Sym, Vec
 from rr.ptx.opcodes import Opcode
 from rr.run.cpu.machine import BITS, GLOBALS_BASE, PARAM_BASE, SPECIAL_REGISTERS, TYPES
@@ -116,6 +117,20 @@ class Ctx:
             value = np.array(v, np.uint64).astype(dt) if np.dtype(dt).kind in "ui" else np.array(v, dt)
             return lambda m: value
         raise Unsupported(f"operand {operand} as a {typ} value")
+
+    def f16_reader(self, operand, typ: str, op):
+        """A function m -> an f16 or f16x2 operand's halves as their f32 values, `n` or `2n` of them
+        (a word's low half first; a scalar for an f16 immediate): a register's as the machine holds
+        them (Machine.values)."""
+        count = 1 if typ == "f16" else 2
+        if isinstance(operand, Reg) and not operand.special:
+            name = operand.name
+            return lambda m: m.values(name, op, count)
+        bits = self.reader(operand, "b16" if count == 1 else "f16x2", op)
+        if count == 1 and not isinstance(operand, Reg):  # an immediate: one value
+            value = f16_as_f32(np.asarray(bits(None)).view(np.float16))
+            return lambda m: value
+        return lambda m: f16_as_f32(f16_lanes(bits, m))
 
     def immediate(self, operand, what: str) -> int:
         """An operand that must be an integer constant (lop3's immLut, say)."""
