@@ -113,3 +113,32 @@ def test_the_workflow_composes_the_configured_layers_and_writes_the_composed_tab
     assert spec == {"7": "isolate", "8": "isolate"}
     page = (work / "results/compose/composed.html").read_text()
     assert "7 (isolate), 8 (isolate)" in page and "Final frame byte-identical" in page
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_composed_frame_is_timed_with_its_noise_and_each_layer_alone(gpu, tmp_path):
+    """The stage on cuda at 960×540, isolate on phases 7 and 24 of enc2 and dec5, timed (the 4K
+    sweep found isolate on enc2's phase 24 at 0.90 of the layer's time): the composed frame is
+    byte-identical, the network row has a ratio with its noise, each composed layer its ratio alone
+    next to the product of its parts'."""
+    work = tmp_path / "w"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "config", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    cfg = yaml.safe_load((work / "config/config.yaml").read_text())
+    cfg.update(backend="cuda", frame="960x540", layers=["enc2", "dec5"], phases=[7, 24], recipes=["isolate"])
+    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "4", "results/composed.parquet"], cwd=work,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {x["layer"]: x for x in pq.read_table(work / "results/composed.parquet").to_pylist()}
+    print({k: (v["phases"], v["ratio"], v["noise"], v["predicted_ratio"], v["timing_status"]) for k, v in rows.items()})
+    assert rows["network"]["identical"] is True and rows["network"]["timing_status"] == "ok", rows["network"]
+    assert 0.5 < rows["network"]["ratio"] < 2 and rows["network"]["noise"] > 0
+    composed = [layer for layer in ("enc2", "dec5") if rows[layer]["phases"]]
+    assert composed, "no phase was faster than its noise at 960x540"
+    for layer in composed:
+        assert set(rows[layer]["phases"]) <= {7, 24} and rows[layer]["recipes"] == ["isolate"] * len(rows[layer]["phases"])
+        assert rows[layer]["identical"] is True and 0.5 < rows[layer]["ratio"] < 2 and rows[layer]["noise"] > 0
+        assert rows[layer]["predicted_ratio"] < 1

@@ -1,0 +1,48 @@
+"""A PyTorch + Triton program, as a user of rr runs one (benchmarks/own_engine/run.sh): an fp8
+GEMM and an f16 window attention, Triton's own kernels (tools/triton_corpus.py's `gemm` and
+`window_attention`) launched by Triton on PyTorch tensors from a fixed seed, ITERATIONS times; it
+prints a digest of both outputs, so two runs of the same code print the same line.
+
+    DISABLE_MMA_V3=1 TRITON_CACHE_DIR=DIR python benchmarks/own_engine/triton_program.py [ITERATIONS]
+
+With DISABLE_MMA_V3=1 Triton writes `mma.sync` on Hopper (fp8 widened to f16, m16n8k16) instead
+of wgmma; its PTX is in TRITON_CACHE_DIR, which is the corpus rr sweeps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("DISABLE_MMA_V3", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+
+import torch  # noqa: E402
+
+from triton_corpus import gemm, window_attention  # noqa: E402
+
+M, N, K = 1024, 512, 1024  # the GEMM: A M×K, B K×N, C M×N (row-major, the strides tools/triton_corpus.py uses)
+WINDOWS, T, D = 512, 64, 32  # the attention: 512 windows of 64 tokens, head dimension 32
+
+
+def main() -> int:
+    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = (torch.randn(M, K, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
+    b = (torch.randn(K, N, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    q, k, v = (torch.randn(WINDOWS * T, D, device="cuda", generator=g, dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    for _ in range(iterations):
+        gemm[(M // 64, N // 64)](a, b, c, K, BM=64, BN=64, BK=32, SA=K, SB=N, SC=N, num_warps=4, num_stages=3)
+        window_attention[(WINDOWS,)](q, k, v, o, D ** -0.5, T=T, D=D, num_warps=4, num_stages=1)
+    torch.cuda.synchronize()
+    digest = hashlib.sha256(c.cpu().numpy().tobytes() + o.cpu().numpy().tobytes()).hexdigest()[:16]
+    print(f"triton program: {iterations} iterations, outputs sha256 {digest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
