@@ -3,7 +3,8 @@
 # benchmarks/workflow_sweep.py there in its own session, so that it outlives the call; that call
 # and every later one wait on it for up to $WAIT seconds, printing every 20 s how many recipes are
 # timed, modules compiled and cells collected. When it has ended, its figures (sweep.json, out.txt)
-# and Snakemake's log go to $OUT (default: the current directory).
+# Snakemake's log and results.tar.gz (the summary and composed tables, the compose stage's records
+# and logs) go to $OUT (default: the current directory).
 #
 #     WAIT=585 bash benchmarks/sweep_detached.sh [ARGS of workflow_sweep.py]   # again, until DONE
 set -u
@@ -34,4 +35,7 @@ if running; then
 else
   echo DONE; cat "$S/out.txt"
   cp "$S/sweep.json" "$S/out.txt" "$DEST"/ 2>/dev/null; gzip -c "$S/snake.log" > "$DEST/snake.log.gz"
+  # the tables and, for a composition, its records and page (not the cells' own files: thousands)
+  tar -czf "$DEST/results.tar.gz" $(cd "$S" && ls -d results/summary.parquet results/composed.parquet results/compose \
+    logs/compose 2>/dev/null) 2>/dev/null
 fi
