@@ -24,12 +24,14 @@ mkdir -p "$W" "$DEST"
 rr() { python3 -P -m rr "$@"; }
 step() { echo; echo "== $(date +%T) $*"; }
 
-replay_all() {  # every launch of capture $1 on cuda and on the cpu backend, compared with its after/
+replay_all() {  # every launch of capture $1 on cuda and on the cpu backend, compared with its after/;
+  # $2, where the capture holds cubins (Triton loads SASS): the corpus whose PTX the cpu backend runs
   local cap=$1 n=0 bad=0
   for l in "$cap"/launches/*/; do
     for backend in cuda cpu; do
       rm -rf "$W/replay"
-      if rr run "$l" --backend $backend -o "$W/replay" > /dev/null && rr compare "$l/after" "$W/replay" > "$W/cmp.txt"; then
+      if rr run "$l" --backend $backend ${2:+--module "$2"} -o "$W/replay" > /dev/null \
+        && rr compare "$l/after" "$W/replay" > "$W/cmp.txt"; then
         n=$((n + 1))
       else
         bad=$((bad + 1)); echo "  $(basename "$l") on $backend: differs or failed"; tail -3 "$W/cmp.txt"
@@ -52,14 +54,15 @@ sweep() {  # the workflow on corpus $2 with launches $3, in a fresh copy $1
   python3 "$HERE/rows.py" "$work"
 }
 
-inject_checks() {  # $1 plain capture, $2 entry, $3 identical replacement, $4 changed replacement, then the command
-  local plain=$1 entry=$2 same=$3 other=$4; shift 4
+inject_checks() {  # $1 plain capture, $2 entry, $3 identical replacement, $4 changed replacement, $5 the
+  # kernels captured (a regex, as the plain capture was made), then the command
+  local plain=$1 entry=$2 same=$3 other=$4 kernels=$5; shift 5
   step "capture with $entry replaced by $(basename "$same") (identical expected)"
-  rm -rf "$W/cap_same"; rr capture -o "$W/cap_same" --inject "$entry=$same" -- "$@" > /dev/null
+  rm -rf "$W/cap_same"; rr capture -o "$W/cap_same" --kernels "$kernels" --inject "$entry=$same" -- "$@" > /dev/null
   rr compare-captures "$plain" "$W/cap_same" | tail -4
   if [ -n "$other" ]; then
     step "capture with $entry replaced by $(basename "$other") (a difference expected)"
-    rm -rf "$W/cap_other"; rr capture -o "$W/cap_other" --inject "$entry=$other" -- "$@" > /dev/null
+    rm -rf "$W/cap_other"; rr capture -o "$W/cap_other" --kernels "$kernels" --inject "$entry=$other" -- "$@" > /dev/null
     rr compare-captures "$plain" "$W/cap_other" | tail -4
   fi
 }
@@ -89,12 +92,12 @@ nvcc_part() {
     mods+=(--module "$k=$E/$k.isolate.ptx")
   done
   rr splice "$E/wf/resources/corpus" --entry swin_qkv_proj_k32 --recipe f32acc --phase 1 -o "$E/qkv.f32acc.ptx" | tail -1
-  inject_checks "$E/cap" swin_qkv_proj_k32 "$E/swin_qkv_proj_k32.isolate.ptx" "$E/qkv.f32acc.ptx" "$E/engine" 4096 1
+  inject_checks "$E/cap" swin_qkv_proj_k32 "$E/swin_qkv_proj_k32.isolate.ptx" "$E/qkv.f32acc.ptx" . "$E/engine" 4096 1
   step "every kernel's composition in place at once"
   rm -rf "$W/cap_all"
-  rr capture -o "$W/cap_all" $(for m in "${mods[@]}"; do [ "$m" = --module ] && echo --inject || echo "$m"; done) \
+  rr capture -o "$W/cap_all" --kernels . $(for m in "${mods[@]}"; do [ "$m" = --module ] && echo --inject || echo "$m"; done) \
     -- "$E/engine" 4096 1 > /dev/null
-  rr compare-captures "$E/cap" "$W/cap_all" | tail -3
+  rr compare-captures "$E/cap" "$W/cap_all" | tail -4
   step "rr inject --time: the compositions in the program, 20 iterations a run, 5 runs each way"
   rr inject "${mods[@]}" --time --repeat 5 -o "$DEST/nvcc_inject_time.json" -- "$E/engine" 4096 20
 }
@@ -107,14 +110,16 @@ triton_part() {
   python3 "$HERE/triton_program.py" 1 || return 1
   find "$TRITON_CACHE_DIR" -name '*.ptx' | sed 's/^/  /'
   grep -h '^\.target' $(find "$TRITON_CACHE_DIR" -name '*.ptx') | sort | uniq -c
-  local prog=(python3 "$HERE/triton_program.py" 1)
-  step "rr capture of Triton's kernels"
-  rr capture -o "$T/cap" --kernels '^(gemm|window_attention)$' -- "${prog[@]}" | tail -4 || return 1
-  tar -C "$T" -czf "$DEST/triton_program.tar.gz" cap cache && ls -la "$DEST/triton_program.tar.gz"
-  step "replay every captured launch on cuda and cpu"
-  replay_all "$T/cap"
+  local prog=(python3 "$HERE/triton_program.py" 1) kernels='^(gemm|window_attention)$'
+  step "rr capture of Triton's kernels (scale 4; 1 for the cpu side)"
+  rr capture -o "$T/cap" --kernels "$kernels" -- "${prog[@]}" | tail -4 || return 1
+  rr capture -o "$T/cap1" --kernels "$kernels" -- "${prog[@]}" 1 | tail -2 || return 1
+  mkdir -p "$T/ptx" && find "$TRITON_CACHE_DIR" -name '*.ptx' -exec cp {} "$T/ptx"/ \;
+  tar -C "$T" -czf "$DEST/triton_program.tar.gz" cap1 ptx && ls -la "$DEST/triton_program.tar.gz"
   step "the workflow: Triton's cache as corpus.source, the capture as corpus.launches"
   sweep "$T/wf" "$TRITON_CACHE_DIR" "$T/cap"
+  step "replay every captured launch (scale 1) on cuda and cpu (the cpu backend runs the corpus's PTX)"
+  replay_all "$T/cap1" "$T/wf/resources/corpus"
   local R=$T/wf/results mods=() k
   for k in gemm window_attention; do
     [ -f "$R/$k/descriptor.json" ] || continue
@@ -124,13 +129,12 @@ triton_part() {
     rr splice "$T/wf/resources/corpus" --entry $k --recipe isolate --phase "$phases" -o "$T/$k.isolate.ptx" | tail -1 \
       && mods+=(--module "$k=$T/$k.isolate.ptx")
   done
-  inject_checks "$T/cap" gemm "$T/gemm.isolate.ptx" "" "${prog[@]}"
+  inject_checks "$T/cap" gemm "$T/gemm.isolate.ptx" "" "$kernels" "${prog[@]}"
   step "rr inject --time: the compositions in the Triton program, 20 iterations a run, 5 runs each way"
   rr inject "${mods[@]}" --time --repeat 5 -o "$DEST/triton_inject_time.json" -- python3 "$HERE/triton_program.py" 20
 }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-echo "code $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
 for part in "${@:-nvcc triton}"; do
   for p in $part; do "${p}_part" || echo "!! the $p part stopped (above)"; done
 done

@@ -3,7 +3,10 @@ GEMM and an f16 window attention, Triton's own kernels (tools/triton_corpus.py's
 `window_attention`) launched by Triton on PyTorch tensors from a fixed seed, ITERATIONS times; it
 prints a digest of both outputs, so two runs of the same code print the same line.
 
-    DISABLE_MMA_V3=1 TRITON_CACHE_DIR=DIR python benchmarks/own_engine/triton_program.py [ITERATIONS]
+    DISABLE_MMA_V3=1 TRITON_CACHE_DIR=DIR python benchmarks/own_engine/triton_program.py [ITERATIONS [SCALE]]
+
+SCALE (default 4) sets the problem: the GEMM's M is 256·SCALE, the attention's windows 128·SCALE
+(SCALE 1 makes a capture small enough to carry about).
 
 With DISABLE_MMA_V3=1 Triton writes `mma.sync` on Hopper (fp8 widened to f16, m16n8k16) instead
 of wgmma; its PTX is in TRITON_CACHE_DIR, which is the corpus rr sweeps.
@@ -23,12 +26,14 @@ import torch  # noqa: E402
 
 from triton_corpus import gemm, window_attention  # noqa: E402
 
-M, N, K = 1024, 512, 1024  # the GEMM: A M×K, B K×N, C M×N (row-major, the strides tools/triton_corpus.py uses)
-WINDOWS, T, D = 512, 64, 32  # the attention: 512 windows of 64 tokens, head dimension 32
+N, K = 512, 1024  # the GEMM: A M×K, B K×N, C M×N (row-major, the strides tools/triton_corpus.py uses)
+T, D = 64, 32  # the attention: windows of 64 tokens, head dimension 32
 
 
 def main() -> int:
     iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    scale = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    M, WINDOWS = 256 * scale, 128 * scale
     g = torch.Generator(device="cuda").manual_seed(7)
     a = (torch.randn(M, K, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
     b = (torch.randn(K, N, device="cuda", generator=g) * 0.5).to(torch.float8_e4m3fn)
