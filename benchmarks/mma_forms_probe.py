@@ -5,6 +5,7 @@ is the check the models still lack (docs/numerics.md, "The other mma forms"):
 
     python benchmarks/mma_forms_probe.py --backend cuda --warps 4096 --seed 1 --save DIR
     python benchmarks/mma_forms_probe.py --replay DIR           # score saved probes again, no GPU
+    python benchmarks/mma_forms_probe.py --replay DIR --subset tests/data/probes --per-design 64
     python benchmarks/mma_forms_probe.py --backend cpu --warps 8  # the script itself, without a GPU
 
 Each form runs one kernel (one warp a block: its A, B and C fragments loaded per lane, one mma, D
@@ -158,13 +159,22 @@ def main() -> None:
     ap.add_argument("--forms", nargs="+", default=list(FORMS), choices=list(FORMS))
     ap.add_argument("--save", help="keep each form's probes here (forms_<form>.npz)")
     ap.add_argument("--replay", help="score the probes saved in this directory again (no GPU)")
+    ap.add_argument("--subset", help="with --replay: write the first --per-design warps of each design of each "
+                    "saved form here (forms_h200_<form>.npz: the test data of tests/test_generators_forms.py)")
+    ap.add_argument("--per-design", type=int, default=64)
     ap.add_argument("--out", help="work directory (default: a new temporary one)")
     args = ap.parse_args()
     if args.replay:
         for name in args.forms:
             path = Path(args.replay) / f"forms_{name}.npz"
             if path.exists():
-                score(name, dict(np.load(path)))
+                z = dict(np.load(path))
+                score(name, z)
+                if args.subset:
+                    keep = np.concatenate([np.flatnonzero(z["design"] == i)[:args.per_design]
+                                           for i in range(len(z["designs"]))])
+                    np.savez_compressed(Path(args.subset) / f"forms_h200_{name}.npz",
+                                        **{k: (v[keep] if k in "ABCD" or k == "design" else v) for k, v in z.items()})
         return
     work = work_dir(args.out)
     for name in args.forms:

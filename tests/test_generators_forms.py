@@ -220,6 +220,25 @@ def test_the_sm90_form_model_cuts_each_term_below_its_alignment_and_rounds_f32_t
     assert form_sm90(form, a_bytes, b_bytes, c)[0, 0, 0] == np.float32(1 + 2.0 ** -22)
 
 
+PROBES = Path(__file__).parent / "data" / "probes"
+
+
+@pytest.mark.parametrize("name, shape, ab, acc", [("f16_f16", (16, 8, 16), "f16", "f16"),
+                                                  ("s8", (16, 8, 32), "s8", "s32")])
+def test_the_sm90_form_models_give_the_h200s_bits_on_its_probes(name, shape, ab, acc):
+    """What an H200 computed (benchmarks/mma_forms_probe.py --backend cuda --warps 2048 --seed 1,
+    64 warps of each input design kept: random, wide exponent spreads, one big term among small
+    ones, cancelling pairs, C far from the products, special values; for s8 random and wrapping
+    sums): the sm_90 model gives every bit of D; the order-free exact one does not (f16)."""
+    z = np.load(PROBES / f"forms_h200_{name}.npz")
+    assert str(z["backend"]) == "cuda" and len(z["designs"]) == len(set(z["design"].tolist()))
+    form = mma_form(shape, (acc, ab, ab, acc))
+    bits = np.uint16 if z["D"].dtype == np.float16 else np.uint32
+    assert np.array_equal(form_sm90(form, z["A"], z["B"], z["C"]).view(bits), z["D"].view(bits))
+    if name == "f16_f16":
+        assert not np.array_equal(form_exact(form, z["A"], z["B"], z["C"]).view(bits), z["D"].view(bits))
+
+
 def test_tf32_operands_are_read_in_their_top_19_bits():
     form = mma_form((16, 8, 8), ("f32", "tf32", "tf32", "f32"))
     a = np.zeros((1, 16, 8), np.float32)
