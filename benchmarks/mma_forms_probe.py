@@ -174,7 +174,7 @@ def main() -> None:
                     keep = np.concatenate([np.flatnonzero(z["design"] == i)[:args.per_design]
                                            for i in range(len(z["designs"]))])
                     np.savez_compressed(Path(args.subset) / f"forms_h200_{name}.npz",
-                                        **{k: (v[keep] if k in "ABCD" or k == "design" else v) for k, v in z.items()})
+                                        **{k: (v[keep] if k in {"A", "B", "C", "D", "design"} else v) for k, v in z.items()})
         return
     work = work_dir(args.out)
     for name in args.forms:

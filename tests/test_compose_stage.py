@@ -89,15 +89,22 @@ def test_a_composition_that_breaks_identity_is_bisected_to_the_phase_at_fault(en
     assert rows[1]["identical"] is False and rows[1]["first_differing_layer"] == "enc2"
 
 
-def test_the_workflow_composes_the_configured_layers_and_writes_the_composed_table(tmp_path):
+def _workflow(tmp_path: Path, **config) -> Path:
+    """A copy of the workflow in tmp_path/w with config/config.yaml's keys updated by config."""
     work = tmp_path / "w"
     work.mkdir()
     for name in ("Snakefile", "workflow", "config", "profiles"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     cfg = yaml.safe_load((work / "config/config.yaml").read_text())
-    cfg.update(backend="cpu", cpu_frame="128x128", layers=["enc2"], phases=[7, 8], recipes=["isolate", "f32acc"])
+    cfg.update(config)
     (work / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    return work
+
+
+def test_the_workflow_composes_the_configured_layers_and_writes_the_composed_table(tmp_path):
+    work = _workflow(tmp_path, backend="cpu", cpu_frame="128x128", layers=["enc2"], phases=[7, 8],
+                     recipes=["isolate", "f32acc"])
     r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "results/composed.parquet"], cwd=work,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -121,14 +128,8 @@ def test_on_the_gpu_the_composed_frame_is_timed_with_its_noise_and_each_layer_al
     sweep found isolate on enc2's phase 24 at 0.90 of the layer's time): the composed frame is
     byte-identical, the network row has a ratio with its noise, each composed layer its ratio alone
     next to the product of its parts'."""
-    work = tmp_path / "w"
-    work.mkdir()
-    for name in ("Snakefile", "workflow", "config", "profiles"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    cfg = yaml.safe_load((work / "config/config.yaml").read_text())
-    cfg.update(backend="cuda", frame="960x540", layers=["enc2", "dec5"], phases=[7, 24], recipes=["isolate"])
-    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    work = _workflow(tmp_path, backend="cuda", frame="960x540", layers=["enc2", "dec5"], phases=[7, 24],
+                     recipes=["isolate"])
     r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "4", "results/composed.parquet"], cwd=work,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -466,11 +466,8 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
     a = fragments.a_matrix([w(r, ops[0]) for r in members[0][1]])
     bs = [fragments.b_matrix([w(r, op) for r in b_regs]) for op, (_, _, b_regs, _) in zip(ops, members)]
     form = mma_form(ops[0].code.shape, ops[0].code.types, ops[0].code.mods)
-    if form is not None and not form.fp8:  # the other forms' models, by the name of the e4m3 one (rr.numerics.forms)
-        model = FORM_MODELS[next((k for k, f in mma.MMA_MODELS.items() if f is m.mma_model), mma.DEFAULT_MMA)]
-        cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
-        ds = [model(form, a, b, _c_view(c, form)).view(c.dtype) for b, c in zip(bs, cs)]
-    elif m.mma_model is mma.mma_sync and all(len(c_regs) == 2 for *_, c_regs in members):
+    other_form = form is not None and not form.fp8
+    if not other_form and m.mma_model is mma.mma_sync and all(len(c_regs) == 2 for *_, c_regs in members):
         # e4m3's f16 form, C added in the D registers' own layout: C's halves as values (those a D
         # of an earlier mma left), D's left so (Machine.halves) for the f16 code and the mma after
         cs = [[m.values(r, op, 2) for r in c_regs] for op, (*_, c_regs) in zip(ops, members)]
@@ -478,12 +475,14 @@ def mma_sync_run(m: Machine, ops: list, mask, members: list) -> None:
             for name, tr, cr in zip(d_regs, _d_halves(t), c):
                 m.put_halves(name, mma.add_c_values(tr, cr.reshape(tr.shape)).reshape(-1), 2, mask)
         return
+    cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
+    if other_form:  # the other forms' models, by the name of the e4m3 one (rr.numerics.forms)
+        model = FORM_MODELS[next((k for k, f in mma.MMA_MODELS.items() if f is m.mma_model), mma.DEFAULT_MMA)]
+        ds = [model(form, a, b, _c_view(c, form)).view(c.dtype) for b, c in zip(bs, cs)]
+    elif m.mma_model is mma.mma_sync and len(ops) > 1:
+        ds = mma.mma_sync_many(a, bs, cs)
     else:
-        cs = [fragments.c_matrix([w(r, op) for r in c_regs]) for op, (*_, c_regs) in zip(ops, members)]
-        if m.mma_model is mma.mma_sync and len(ops) > 1:
-            ds = mma.mma_sync_many(a, bs, cs)
-        else:
-            ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
+        ds = [m.mma_model(a, b, c) for b, c in zip(bs, cs)]  # the .f16 or .f32 form, by c's dtype
     for (d_regs, _, _, _), d in zip(members, ds):
         for name, value in zip(d_regs, fragments.d_registers(d)):
             m.put(name, value.reshape(-1), mask)
