@@ -138,15 +138,32 @@ def read_record(path: str | Path, kind: Kind, error=InvalidInput):
     return record
 
 
-def record_text(record) -> str:
+def read_own_record(path: str | Path, kind: Kind) -> dict:
+    """The record of `kind` that a child of this process wrote at `path`, in a temporary directory
+    of this process's own, checked against its definition as the child wrote it (`record_text`
+    with its kind): read here without the schema, whose checker (jsonschema) would be most of a
+    `rr run`'s own start-up. Still refused (InvalidInput naming the file) when it is not a JSON
+    object or its status is no `Status`."""
+    record = read_json(path)
+    if not isinstance(record, dict) or record.get("status") not in tuple(Status):
+        raise InvalidInput(f"{path}: not a {kind.name} record (no status rr knows)")
+    return record
+
+
+def record_text(record, kind: Kind | None = None) -> str:
     """A record as every record file holds it: JSON indented by two, a newline at its end; a value
     JSON has no word for (a path, a numpy number) as its text. ValueError for a status that is no
-    `Status` (a mistake in rr, refused before any reader sees it)."""
+    `Status` (a mistake in rr, refused before any reader sees it); with `kind`, InvalidInput for a
+    record its definition refuses (what rr.records.read_record would refuse, found by its
+    writer)."""
     import json
 
     if isinstance(record, dict) and "status" in record:
         Status(record["status"])
-    return json.dumps(record, indent=2, default=str) + "\n"
+    text = json.dumps(record, indent=2, default=str) + "\n"
+    if kind is not None:
+        validate(json.loads(text), _definition(kind), f"the {kind.name} record being written")
+    return text
 
 
 def write_record(path: str | Path, record) -> None:

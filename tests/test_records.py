@@ -17,7 +17,7 @@ import pytest
 
 from conftest import PTXAS, needs_ptxas
 from rr.records import (COMPARE, COMPILE, DESCRIPTOR, KINDS, LAUNCH_ERROR, LAYER_TIMING, RUN, SPLICE, TIMING, Status,
-                        failure, read_record, record_text, write_record)
+                        failure, read_own_record, read_record, record_text, write_record)
 from rr.run.launch import LaunchError, read_launch
 from rr.validation import InvalidInput
 from test_hostile_cli import SAMPLE, SAMPLE_ENTRY, is_error, rr, rr_process
@@ -282,3 +282,17 @@ def test_the_parameter_count_of_a_cubin_is_read_from_its_attributes(sample):
     assert entry_parameters(cubin, "cubin", "no_such_kernel") is None
     assert entry_parameters(cubin[:200], "cubin", SAMPLE_ENTRY) is None  # headers that point past the file
     assert entry_parameters(SAMPLE.read_bytes(), "ptx", SAMPLE_ENTRY) == 4
+
+
+def test_a_child_checks_the_record_it_writes_and_its_parent_reads_it_without_the_schema(tmp_path):
+    # the child (rr.run.child) writes with its kind: what the definition refuses is refused there
+    with pytest.raises(InvalidInput, match="the run record being written: backend: 3 is not of type"):
+        record_text({"status": "ok", "backend": 3}, RUN)
+    good = tmp_path / "run.json"
+    good.write_text(record_text({"status": "ok", "backend": "cpu"}, RUN))
+    assert read_own_record(good, RUN) == {"status": "ok", "backend": "cpu"}
+    # the parent's light read still refuses what is no record of rr's
+    for name, text in (("list.json", "[1]"), ("word.json", '{"status": "fine"}'), ("none.json", "{}")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InvalidInput, match=f"{name}: not a run record"):
+            read_own_record(tmp_path / name, RUN)

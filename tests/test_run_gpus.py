@@ -1,6 +1,8 @@
-"""Each cuda run or timing claims a GPU of its own: claims never share a device, a claim waits
-while all devices are held, and a process that dies releases its device. Devices are named by the
-driver's UUIDs, and a child given one sees only that one."""
+"""Each cuda timing claims a GPU of its own and each cuda run one it shares with other runs:
+timings never share a device, runs share one with each other but never with a timing, a timing
+that waits is not overtaken by runs that come after it, a claim waits while no device can be had,
+and a process that dies releases its device. Devices are named by the driver's UUIDs, and a child
+given one sees only that one."""
 
 from __future__ import annotations
 
@@ -66,3 +68,64 @@ def test_a_child_given_one_uuid_sees_only_that_device(gpu):
     out = subprocess.run([sys.executable, "-c", "from rr.run.gpus import visible_gpus; print(visible_gpus())"],
                          env=gpu_env(uuids[-1]), capture_output=True, text=True, check=True).stdout
     assert out.strip() == repr((uuids[-1],))
+
+
+def _claim_in_thread(tmp_path, exclusive, got, devices=DEVICES[:1]):
+    def claim():
+        with claimed_gpu(devices, tmp_path, exclusive=exclusive, say=lambda m: None) as device:
+            got.append(device)
+
+    t = threading.Thread(target=claim)
+    t.start()
+    return t
+
+
+def test_runs_share_a_device_and_a_timing_waits_for_them(tmp_path):
+    with claimed_gpu(DEVICES[:1], tmp_path, exclusive=False) as first:
+        with claimed_gpu(DEVICES[:1], tmp_path, exclusive=False) as second:
+            assert first == second == DEVICES[0]
+            got = []
+            timing = _claim_in_thread(tmp_path, True, got)
+            time.sleep(0.4)
+            assert got == []  # two runs hold it
+        time.sleep(0.2)
+        assert got == []  # one still does
+    timing.join(5)
+    assert got == [DEVICES[0]]
+
+
+def test_a_run_waits_for_a_timing(tmp_path):
+    got = []
+    with claimed_gpu(DEVICES[:1], tmp_path, exclusive=True):
+        run = _claim_in_thread(tmp_path, False, got)
+        time.sleep(0.4)
+        assert got == []
+    run.join(5)
+    assert got == [DEVICES[0]]
+
+
+def test_runs_that_come_while_a_timing_waits_queue_behind_it(tmp_path):
+    order = []
+
+    def claim(exclusive, name, hold_s):
+        with claimed_gpu(DEVICES[:1], tmp_path, exclusive=exclusive, say=lambda m: None):
+            order.append(name)
+            time.sleep(hold_s)
+
+    with claimed_gpu(DEVICES[:1], tmp_path, exclusive=False):  # a run holds the device
+        timing = threading.Thread(target=claim, args=(True, "timing", 0.3))
+        timing.start()
+        time.sleep(0.3)  # the timing waits at the device, holding its gate
+        late = threading.Thread(target=claim, args=(False, "later run", 0))
+        late.start()
+        time.sleep(0.3)
+        assert order == []  # the later run did not join the one that holds the device
+    timing.join(5)
+    late.join(5)
+    assert order == ["timing", "later run"]
+
+
+def test_shared_claims_on_several_devices_spread_and_a_timing_takes_a_free_one(tmp_path):
+    with claimed_gpu(DEVICES, tmp_path, exclusive=False) as run:
+        with claimed_gpu(DEVICES, tmp_path, exclusive=True) as timing:
+            assert {run, timing} == set(DEVICES)

@@ -12,7 +12,8 @@
 #         isolate composition of all its phases and f32acc of the first, captured in the program
 #         (rr capture --inject) and compared with the plain capture, and timed in the program.
 # triton: triton_program.py (PyTorch + Triton 3.6, DISABLE_MMA_V3=1: mma.sync on sm_90a), the
-#         same steps with Triton's cache directory as the corpus.
+#         same steps with Triton's cache directory as the corpus; the changed replacement is f32acc
+#         of the program's f16-accumulating GEMM (gemm_f16acc), the one kernel it applies to.
 # A smaller capture of each (and the engine binary) goes to $OUT, for the cpu side of issue 34.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -110,7 +111,7 @@ triton_part() {
   python3 "$HERE/triton_program.py" 1 || return 1
   find "$TRITON_CACHE_DIR" -name '*.ptx' | sed 's/^/  /'
   grep -h '^\.target' $(find "$TRITON_CACHE_DIR" -name '*.ptx') | sort | uniq -c
-  local prog=(python3 "$HERE/triton_program.py" 1) kernels='^(gemm|window_attention)$'
+  local prog=(python3 "$HERE/triton_program.py" 1) kernels='^(gemm|gemm_f16acc|window_attention)$'
   step "rr capture of Triton's kernels (scale 4; 1 for the cpu side)"
   rr capture -o "$T/cap" --kernels "$kernels" -- "${prog[@]}" | tail -4 || return 1
   rr capture -o "$T/cap1" --kernels "$kernels" -- "${prog[@]}" 1 | tail -2 || return 1
@@ -121,7 +122,7 @@ triton_part() {
   step "replay every captured launch (scale 1) on cuda and cpu (the cpu backend runs the corpus's PTX)"
   replay_all "$T/cap1" "$T/wf/resources/corpus"
   local R=$T/wf/results mods=() k
-  for k in gemm window_attention; do
+  for k in gemm gemm_f16acc window_attention; do
     [ -f "$R/$k/descriptor.json" ] || continue
     local phases
     phases=$(python3 -c "import json; d=json.load(open('$R/$k/descriptor.json')); print(','.join(str(p['phase']) for p in d['phases']))")
@@ -129,7 +130,17 @@ triton_part() {
     rr splice "$T/wf/resources/corpus" --entry $k --recipe isolate --phase "$phases" -o "$T/$k.isolate.ptx" | tail -1 \
       && mods+=(--module "$k=$T/$k.isolate.ptx")
   done
+  local f16acc_phases
+  f16acc_phases=$(python3 -c "import json; d=json.load(open('$R/gemm_f16acc/descriptor.json')); print(','.join(str(p['phase']) for p in d['phases']))")
+  rr splice "$T/wf/resources/corpus" --entry gemm_f16acc --recipe f32acc --phase "$f16acc_phases" \
+    -o "$T/gemm_f16acc.f32acc.ptx" | tail -1
   inject_checks "$T/cap" gemm "$T/gemm.isolate.ptx" "" "$kernels" "${prog[@]}"
+  inject_checks "$T/cap" gemm_f16acc "$T/gemm_f16acc.isolate.ptx" "$T/gemm_f16acc.f32acc.ptx" "$kernels" "${prog[@]}"
+  step "every kernel's composition in place at once"
+  rm -rf "$W/cap_all"
+  rr capture -o "$W/cap_all" --kernels "$kernels" $(for m in "${mods[@]}"; do [ "$m" = --module ] && echo --inject || echo "$m"; done) \
+    -- "${prog[@]}" > /dev/null
+  rr compare-captures "$T/cap" "$W/cap_all" | tail -4
   step "rr inject --time: the compositions in the Triton program, 20 iterations a run, 5 runs each way"
   rr inject "${mods[@]}" --time --repeat 5 -o "$DEST/triton_inject_time.json" -- python3 "$HERE/triton_program.py" 20
 }

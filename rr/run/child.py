@@ -15,9 +15,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rr.records import RUN, Status, failure, record_text
-from rr.run.gpus import resolve_backend
-from rr.run.launch import LaunchError, read_launch, write_launch
+from rr.records import RUN, TIMING, Status, failure, record_text
+
+# rr.run.launch (numpy) is imported where a job needs it: `rr run` imports this module for the
+# names below, and its process never touches a buffer
 
 IO_ERROR_EXIT = 5  # the child's exit status when it could not even write its record
 
@@ -36,10 +37,13 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
                reference: str | None = None, resident=None) -> int:
     """Entry point of the child process: run, write buffers (those equal to `reference`'s as links
     to its files) and run.json into out_dir."""
+    from rr.run.gpus import resolve_backend
+    from rr.run.launch import LaunchError
+
     out = Path(out_dir)
 
     def finish(record: dict, code: int) -> int:
-        return _write_record(RUN.within(out), record, code)
+        return _write_record(RUN.within(out), record, code, RUN)
 
     try:
         return _child_run(resolve_backend(backend), Path(launch_dir), out, finish, mma, reference, resident)
@@ -55,6 +59,7 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
                reference: str | None = None, resident=None) -> int:
     from rr.run.cuda import NoDevice
     from rr.run.frame import is_frame, run_frame_cpu, write_frame_outputs
+    from rr.run.launch import LaunchError, read_launch, write_launch
 
     frame = is_frame(launch_dir)
     # the worker's Resident has read the directory already (and its jobs read it again and again)
@@ -102,9 +107,10 @@ def _child_run(backend: str, launch_dir: Path, out: Path, finish, mma: str | Non
 def child_time(reference: str, other: str, out: str, noise_target: str, time_limit_s: str,
                backend: str, resident=None) -> int:
     from rr.run.cuda import NoDevice, device_info
+    from rr.run.launch import LaunchError
 
     def finish(record: dict, code: int) -> int:
-        return _write_record(Path(out), record, code)
+        return _write_record(Path(out), record, code, TIMING)
 
     if backend == "cpu":
         return finish(failure(Status.UNSUPPORTED, "the cpu backend gives no timing: times are only measured on a GPU",
@@ -128,11 +134,14 @@ def child_time(reference: str, other: str, out: str, noise_target: str, time_lim
     return finish(record, 0)
 
 
-def _write_record(path: Path, record: dict, code: int) -> int:
-    """The child's record; if even that cannot be written (a full disk), its reason on stderr and
-    IO_ERROR_EXIT, which the parent turns into the io_error record."""
+def _write_record(path: Path, record: dict, code: int, kind) -> int:
+    """The child's record, checked against its kind's definition here, where it is made (the
+    parent reads it with rr.records.read_own_record); if even that cannot be written (a full
+    disk), its reason on stderr and IO_ERROR_EXIT, which the parent turns into the io_error
+    record."""
+    text = record_text(record, kind)
     try:
-        Path(path).write_text(record_text(record))
+        Path(path).write_text(text)
     except OSError as e:
         Path(path).unlink(missing_ok=True)  # what was written of it: no partial record for the parent to read
         print(record.get("message") if record["status"] == Status.IO_ERROR else os_message(e), file=sys.stderr)

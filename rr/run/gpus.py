@@ -1,19 +1,26 @@
 """The GPUs this process may use, and one of them claimed for the duration of a run or a timing.
 
-A job must never share its GPU: two timings on one device measure each other. Snakemake's
-`resources: gpu=1` bounds how many GPU jobs run at once, but it does not say *which* device a job
-gets, so each `rr run` / `rr time` claims one itself: an exclusive `flock` on a lock file named by
-the device's UUID. The kernel releases the lock when the process ends, however it ends, so a
-crashed job never leaves a device claimed. The child process that touches the GPU then sees only
-that device (`CUDA_VISIBLE_DEVICES=<uuid>`).
+A timing must never share its GPU: two timings on one device measure each other, and a run beside
+a timing slows it. A plain run (or capture) needs no device of its own: its result does not
+depend on what else runs there, and many small `rr run`s of a user's script should share one GPU
+rather than queue for it. So a timing claims its device exclusively and a run claims it shared:
+a `flock` on a lock file named by the device's UUID, LOCK_EX for a timing, LOCK_SH for a run —
+runs share a device with each other, never with a timing. A timing that waits is not starved by a
+stream of runs: it first takes the device's gate (a second lock file) exclusively and holds it
+until it has the device, and a run passes the gate (takes it shared) before it takes the device,
+so runs that come while a timing waits queue behind it. The kernel releases the locks when the
+process ends, however it ends, so a crashed job never leaves a device claimed. The child process
+that touches the GPU then sees only that device (`CUDA_VISIBLE_DEVICES=<uuid>`).
 
-Devices are enumerated through the CUDA driver (`libcuda`) with ctypes rather than cupy: it is the
-driver that honours `CUDA_VISIBLE_DEVICES` (as SLURM sets it), it costs milliseconds instead of the
-second that importing cupy and creating a context cost, and it is what the workflow asks at DAG
-time and on every no-op run. UUIDs rather than indices name the locks because under SLURM's
-cgroups every job sees its own GPU as device 0. The locks are in a private directory
-($TMPDIR/rr-gpu-locks-<uid>, or RR_GPU_LOCK_DIR: rr.private.private_dir — one another user owns or
-can write is refused, never used), opened without following links.
+Snakemake's `resources: gpu=N` bounds how many GPU jobs run at once, but it does not say *which*
+device a job gets: each `rr run` / `rr time` claims one itself. Devices are enumerated through the
+CUDA driver (`libcuda`) with ctypes rather than cupy: it is the driver that honours
+`CUDA_VISIBLE_DEVICES` (as SLURM sets it), it costs milliseconds instead of the second that
+importing cupy and creating a context cost, and it is what the workflow asks at DAG time and on
+every no-op run. UUIDs rather than indices name the locks because under SLURM's cgroups every job
+sees its own GPU as device 0. The locks are in a private directory ($TMPDIR/rr-gpu-locks-<uid>,
+or RR_GPU_LOCK_DIR: rr.private.private_dir — one another user owns or can write is refused,
+never used), opened without following links.
 """
 
 from __future__ import annotations
@@ -89,40 +96,83 @@ def _say(message: str) -> None:
 
 @contextmanager
 def claimed_gpu(devices: Sequence[str] | None = None, lock_dir: str | Path | None = None,
-                poll_s: float = 0.02, say: Callable[[str], None] = _say) -> Iterator[str | None]:
-    """Hold one of `devices` (default: the visible GPUs) exclusively against other rr processes;
-    yields its UUID, or None when there is no GPU. Waits, saying so once, while all are held: for
-    one device in the kernel, which hands it over the moment it is let go (the workflow queues a few
-    GPU jobs per device, so that their start-up overlaps another's GPU work, and a poll's sleep would
-    be GPU time lost at each hand-over); for several, polling them every `poll_s`."""
+                poll_s: float = 0.02, say: Callable[[str], None] = _say,
+                exclusive: bool = True) -> Iterator[str | None]:
+    """Hold one of `devices` (default: the visible GPUs) against other rr processes — alone
+    (`exclusive`, a timing's claim) or shared with other shared claims (a run's); yields its
+    UUID, or None when there is no GPU. Waits, saying so once, while none can be had: for one
+    device in the kernel, which hands it over the moment it is let go (the workflow queues a few
+    GPU jobs per device, so that their start-up overlaps another's GPU work, and a poll's sleep
+    would be GPU time lost at each hand-over); for several, polling them every `poll_s`. Shared
+    claims start their search at a device of their own (by pid), so that they spread."""
     devices = visible_gpus() if devices is None else tuple(devices)
     if not devices:
         yield None
         return
-    from rr.private import open_private, private_dir  # here: the workflow imports this module at DAG time
+    from rr.private import private_dir  # here: the workflow imports this module at DAG time
 
     lock_dir = private_dir(lock_dir if lock_dir is not None else default_lock_dir(), "rr's GPU lock directory")
+    if not exclusive:
+        k = os.getpid() % len(devices)
+        devices = devices[k:] + devices[:k]
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    gates: dict[str, int] = {}  # device -> its gate, held (an exclusive claim's, while it waits)
+    handle = device = None
     waiting_since = None
-    while True:
-        for device in devices:
-            handle = open_private(lock_dir / f"{device}.lock", os.O_RDWR | os.O_CREAT)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if len(devices) > 1:
-                    os.close(handle)
-                    continue
+    try:
+        while handle is None:
+            for d in devices:
+                handle = _device_lock(lock_dir, d, mode, gates, exclusive, block=False)
+                if handle is not None:
+                    device = d
+                    break
+            else:
                 waiting_since = waiting_since or _waiting(devices, lock_dir, say)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                if waiting_since is not None:
-                    say(f"rr: got GPU {device} after {time.monotonic() - waiting_since:.1f} s")
-                yield device
-            finally:
-                os.close(handle)  # closing the descriptor releases the lock
-            return
-        waiting_since = waiting_since or _waiting(devices, lock_dir, say)
-        time.sleep(poll_s)
+                if len(devices) == 1:
+                    device = devices[0]
+                    handle = _device_lock(lock_dir, device, mode, gates, exclusive, block=True)
+                else:
+                    time.sleep(poll_s)
+        for gate in gates.values():  # had: runs may queue for the device again
+            os.close(gate)
+        gates.clear()
+        if waiting_since is not None:
+            say(f"rr: got GPU {device} after {time.monotonic() - waiting_since:.1f} s")
+        yield device
+    finally:
+        for fd in (*gates.values(), *([handle] if handle is not None else [])):
+            os.close(fd)  # closing a descriptor releases its lock
+
+
+def _device_lock(lock_dir: Path, device: str, mode: int, gates: dict, exclusive: bool, block: bool) -> int | None:
+    """The device's lock held in `mode` (its descriptor), or None where it is held against it
+    (only when not `block`). An exclusive claim takes the device's gate first and keeps it (in
+    `gates`) while it waits; a shared one passes the gate: it waits there while a timing does."""
+    from rr.private import open_private
+
+    nb = 0 if block else fcntl.LOCK_NB
+    gate = gates.get(device)
+    if gate is None:
+        gate = open_private(lock_dir / f"{device}.gate", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(gate, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | nb)
+        except BlockingIOError:
+            os.close(gate)
+            if not exclusive:
+                return None  # a timing waits for this device: queue behind it
+            gate = None  # another timing's: wait for the device beside it
+        if gate is not None and exclusive:
+            gates[device] = gate
+    handle = open_private(lock_dir / f"{device}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(handle, mode | nb)
+    except BlockingIOError:
+        os.close(handle)
+        handle = None
+    finally:
+        if gate is not None and not exclusive:
+            os.close(gate)  # passed
+    return handle
 
 
 def _waiting(devices, lock_dir, say) -> float:

@@ -5,8 +5,9 @@ An illegal address, an invalid launch or a hang kills only the child; the parent
 run record (`status`, `message`) and the next run starts with a clean context. The child writes
 into a temporary directory that is renamed onto the output only when the run is over, so an output
 directory always holds a whole run (buffers and `run.json`, or `run.json` alone for a failure).
-Inputs are only ever read. A cuda run or timing first claims a GPU of its own (rr.run.gpus) and
-its child sees only that device; the record names it (`gpu`).
+Inputs are only ever read. A cuda timing first claims a GPU of its own, a cuda run a GPU it
+shares with other runs but no timing (rr.run.gpus); its child sees only that device, and the
+record names it (`gpu`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import time
 from pathlib import Path
 
 from rr.io import atomic_dir
-from rr.records import RUN, TIMING, Status, failure, read_record, record_text
+from rr.records import RUN, TIMING, Status, failure, read_own_record, record_text
 from rr.run.child import IO_ERROR_EXIT, os_message, remove_files
 from rr.run.gpus import claimed_gpu, gpu_env, resolve_backend
-from rr.run.launch import LaunchError, read_launch
 
+# what a run's parent imports is its start-up: no numpy, no jsonschema (the child reads the
+# launch, and checks the record it leaves)
 
 
 def _child(args: list[str], gpu: str | None, timeout_s: float):
@@ -63,12 +65,15 @@ def _died(child, backend: str, what: str) -> dict:
 def read_launch_or_frame(directory):
     """A launch directory's Launch, or a frame directory's Frame (rr.run.frame)."""
     from rr.run.frame import is_frame, read_frame
+    from rr.run.launch import read_launch
 
     return read_frame(directory) if is_frame(directory) else read_launch(directory)
 
 
 def _bad_launches(backend: str, *directories) -> dict | None:
     """The bad_launch (or io_error) record of the first launch directory that does not read."""
+    from rr.run.launch import LaunchError
+
     for d in directories:
         try:
             read_launch_or_frame(d)
@@ -90,17 +95,14 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
     t0 = time.perf_counter()
     gpu = None
     with atomic_dir(out_dir, inputs=(launch_dir, reference)) as tmp:
-        record = _bad_launches(backend, launch_dir)
         try:
-            if record is None:
-                # the GPU is claimed for the child's work only: another job's checks and start-up
-                # go on beside it
-                with _device_for(backend) as gpu:
-                    child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu,
-                                   timeout_s)
-                record_path = RUN.within(tmp)
-                record = read_record(record_path, RUN) if record_path.is_file() else _died(child, backend, "run's")
-                record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
+            # the child reads the launch (a bad one is its bad_launch record); the GPU is claimed
+            # shared, so other runs go on beside this one, never a timing
+            with _device_for(backend, exclusive=False) as gpu:
+                child = _child([backend, str(launch_dir), str(tmp), mma or "", str(reference or "")], gpu, timeout_s)
+            record_path = RUN.within(tmp)
+            record = read_own_record(record_path, RUN) if record_path.is_file() else _died(child, backend, "run's")
+            record["message"] = record.get("message", "").replace(str(tmp), str(out_dir))  # name the output
         except subprocess.TimeoutExpired:
             record = failure(Status.TIMEOUT, f"the kernel did not finish within {timeout_s} s; the run's process was "
                              "killed", backend=backend)
@@ -112,9 +114,10 @@ def run_isolated(launch_dir: str | Path, out_dir: str | Path, backend: str = "au
     return record
 
 
-def _device_for(backend: str):
-    """A claimed GPU for the cuda backend; nothing to claim for the others."""
-    return claimed_gpu() if backend == "cuda" else contextlib.nullcontext()
+def _device_for(backend: str, exclusive: bool):
+    """A claimed GPU for the cuda backend — alone for a timing, shared with other runs for a run
+    (rr.run.gpus); nothing to claim for the others."""
+    return claimed_gpu(exclusive=exclusive) if backend == "cuda" else contextlib.nullcontext()
 
 
 def time_isolated(reference: str | Path, other: str | Path, noise_target: float = 0.005,
@@ -126,11 +129,11 @@ def time_isolated(reference: str | Path, other: str | Path, noise_target: float 
         return bad
     out = TIMING.within(tempfile.mkdtemp(prefix="rr-time-"))
     try:
-        with _device_for(backend) as gpu:
+        with _device_for(backend, exclusive=True) as gpu:
             child = _child(["time", str(reference), str(other), str(out), str(noise_target), str(time_limit_s),
                             backend], gpu, time_limit_s * 2 + 120)
         if out.is_file():
-            return {**read_record(out, TIMING), "gpu": gpu}
+            return {**read_own_record(out, TIMING), "gpu": gpu}
         return {**_died(child, backend, "timing"), "gpu": gpu}
     except subprocess.TimeoutExpired:
         return failure(Status.TIMEOUT, "timing did not finish; its process was killed")
