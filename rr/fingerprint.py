@@ -71,7 +71,7 @@ def closure(module: str, root: str | Path = PACKAGE, facts: _Facts | None = None
         seen.add(f)
         if f.suffix == ".py":
             modules, data = facts.names(f)
-            todo += [_module_file(m, root) for m in modules]
+            todo += [facts.module_file(m) for m in modules]
             todo += [d / "__init__.py" for d in f.parents if d != root and d.is_relative_to(root)]  # run first
             seen.update(data)
     return sorted(seen)
@@ -104,6 +104,13 @@ class _Facts:
         self.changed = False
         self.found: dict[tuple[Path, str], tuple] = {}  # (file, its text's sha1) -> names()
         self.listed: dict[Path, set[str]] = {}
+        self.files: dict[str, Path | None] = {}  # a name -> its module's file (two stats each: a closure asked ~1000)
+
+    def module_file(self, name: str) -> Path | None:
+        """_module_file(name, root), asked of the file system once per name."""
+        if name not in self.files:
+            self.files[name] = _module_file(name, self.root)
+        return self.files[name]
 
     def _key(self, f: Path) -> tuple[str, bytes]:
         data = f.read_bytes()
@@ -126,7 +133,7 @@ class _Facts:
             facts = self._of(f)
             data = {d for where in (f.parent, self.root / DATA) for text in self._entries(where) & set(facts["strings"])
                     for d in _data_files(where / text)}
-            self.found[found] = ([m for m in facts["modules"] if _module_file(m, self.root) is not None],
+            self.found[found] = ([m for m in facts["modules"] if self.module_file(m) is not None],
                                  sorted(data))
         return self.found[found]
 
