@@ -68,6 +68,22 @@ inject_checks() {  # $1 plain capture, $2 entry, $3 identical replacement, $4 ch
   fi
 }
 
+phases_of() {  # the phases of descriptor $1, comma-separated (rr splice --phase)
+  python3 -c "import json, sys; print(','.join(str(p['phase']) for p in json.load(open(sys.argv[1]))['phases']))" "$1"
+}
+
+all_in_place() {  # $1 plain capture, $2 the kernels captured (a regex), then the --module ENTRY=FILE
+  # pairs of rr inject, then -- and the command: captured with every replacement at once, compared
+  local plain=$1 kernels=$2 injects=()
+  shift 2
+  while [ "$1" != -- ]; do injects+=(--inject "$2"); shift 2; done
+  shift
+  step "every kernel's composition in place at once"
+  rm -rf "$W/cap_all"
+  rr capture -o "$W/cap_all" --kernels "$kernels" "${injects[@]}" -- "$@" > /dev/null
+  rr compare-captures "$plain" "$W/cap_all" | tail -4
+}
+
 nvcc_part() {
   local E=$W/nvcc
   rm -rf "$E"; mkdir -p "$E"
@@ -87,18 +103,13 @@ nvcc_part() {
   step "compose each kernel's phases by isolate (rr splice --compose)"
   local mods=() k
   for k in swin_qkv_proj_k32 attn_mm_2 out_proj_f16; do
-    local phases
-    phases=$(python3 -c "import json,sys; d=json.load(open('$R/$k/descriptor.json')); print(','.join(str(p['phase']) for p in d['phases']))")
-    rr splice "$E/wf/resources/corpus" --entry $k --recipe isolate --phase "$phases" -o "$E/$k.isolate.ptx" | tail -1
+    rr splice "$E/wf/resources/corpus" --entry $k --recipe isolate --phase "$(phases_of "$R/$k/descriptor.json")" \
+      -o "$E/$k.isolate.ptx" | tail -1
     mods+=(--module "$k=$E/$k.isolate.ptx")
   done
   rr splice "$E/wf/resources/corpus" --entry swin_qkv_proj_k32 --recipe f32acc --phase 1 -o "$E/qkv.f32acc.ptx" | tail -1
   inject_checks "$E/cap" swin_qkv_proj_k32 "$E/swin_qkv_proj_k32.isolate.ptx" "$E/qkv.f32acc.ptx" . "$E/engine" 4096 1
-  step "every kernel's composition in place at once"
-  rm -rf "$W/cap_all"
-  rr capture -o "$W/cap_all" --kernels . $(for m in "${mods[@]}"; do [ "$m" = --module ] && echo --inject || echo "$m"; done) \
-    -- "$E/engine" 4096 1 > /dev/null
-  rr compare-captures "$E/cap" "$W/cap_all" | tail -4
+  all_in_place "$E/cap" . "${mods[@]}" -- "$E/engine" 4096 1
   step "rr inject --time: the compositions in the program, 20 iterations a run, 5 runs each way"
   rr inject "${mods[@]}" --time --repeat 5 -o "$DEST/nvcc_inject_time.json" -- "$E/engine" 4096 20
 }
@@ -125,22 +136,16 @@ triton_part() {
   for k in gemm gemm_f16acc window_attention; do
     [ -f "$R/$k/descriptor.json" ] || continue
     local phases
-    phases=$(python3 -c "import json; d=json.load(open('$R/$k/descriptor.json')); print(','.join(str(p['phase']) for p in d['phases']))")
+    phases=$(phases_of "$R/$k/descriptor.json")
     [ -n "$phases" ] || continue
     rr splice "$T/wf/resources/corpus" --entry $k --recipe isolate --phase "$phases" -o "$T/$k.isolate.ptx" | tail -1 \
       && mods+=(--module "$k=$T/$k.isolate.ptx")
   done
-  local f16acc_phases
-  f16acc_phases=$(python3 -c "import json; d=json.load(open('$R/gemm_f16acc/descriptor.json')); print(','.join(str(p['phase']) for p in d['phases']))")
-  rr splice "$T/wf/resources/corpus" --entry gemm_f16acc --recipe f32acc --phase "$f16acc_phases" \
+  rr splice "$T/wf/resources/corpus" --entry gemm_f16acc --recipe f32acc --phase "$(phases_of "$R/gemm_f16acc/descriptor.json")" \
     -o "$T/gemm_f16acc.f32acc.ptx" | tail -1
   inject_checks "$T/cap" gemm "$T/gemm.isolate.ptx" "" "$kernels" "${prog[@]}"
   inject_checks "$T/cap" gemm_f16acc "$T/gemm_f16acc.isolate.ptx" "$T/gemm_f16acc.f32acc.ptx" "$kernels" "${prog[@]}"
-  step "every kernel's composition in place at once"
-  rm -rf "$W/cap_all"
-  rr capture -o "$W/cap_all" --kernels "$kernels" $(for m in "${mods[@]}"; do [ "$m" = --module ] && echo --inject || echo "$m"; done) \
-    -- "${prog[@]}" > /dev/null
-  rr compare-captures "$T/cap" "$W/cap_all" | tail -4
+  all_in_place "$T/cap" "$kernels" "${mods[@]}" -- "${prog[@]}"
   step "rr inject --time: the compositions in the Triton program, 20 iterations a run, 5 runs each way"
   rr inject "${mods[@]}" --time --repeat 5 -o "$DEST/triton_inject_time.json" -- python3 "$HERE/triton_program.py" 20
 }

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from rr.records import RUN, TIMING, Status, failure, record_text
+from rr.run.gpus import resolve_backend
 
 # rr.run.launch (numpy) is imported where a job needs it: `rr run` imports this module for the
 # names below, and its process never touches a buffer
@@ -37,7 +38,6 @@ def child_main(backend: str, launch_dir: str, out_dir: str, mma: str | None = No
                reference: str | None = None, resident=None) -> int:
     """Entry point of the child process: run, write buffers (those equal to `reference`'s as links
     to its files) and run.json into out_dir."""
-    from rr.run.gpus import resolve_backend
     from rr.run.launch import LaunchError
 
     out = Path(out_dir)
